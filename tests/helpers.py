@@ -1,0 +1,89 @@
+"""What every script's tests share: load a script by path, run it in a subprocess, read its TensorBoard logs."""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# The metrics every script logs (DEVELOPERS.md: "Same metrics everywhere").
+METRICS = [
+    "charts/episodic_return",
+    "charts/episodic_length",
+    "charts/SPS",
+    "charts/learning_rate",
+    "losses/value_loss",
+    "losses/policy_loss",
+    "losses/entropy",
+    "losses/old_approx_kl",
+    "losses/approx_kl",
+    "losses/clipfrac",
+    "losses/explained_variance",
+]
+
+
+def load_script(name):
+    """Import a top-level script (e.g. "ppo.py") as a module, by its file path; nothing runs but definitions."""
+    path = REPO / name
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_env(**extra):
+    """The environment for a script in a subprocess: no network for wandb, no display, few threads."""
+    env = dict(os.environ, WANDB_MODE="offline", SDL_VIDEODRIVER="dummy", MUJOCO_GL="egl", OMP_NUM_THREADS="1")
+    env.update(extra)
+    return env
+
+
+test_env.__test__ = False  # a helper, not a test, even where a test module imports it by name
+
+
+def run_script(name, *args, cwd, alone=False, timeout=600, env=None):
+    """Run `python <name> <args>` with cwd as working directory; returns the CompletedProcess (text output).
+
+    alone=True first copies the script by itself into cwd and runs that copy: proof that it imports no repo file.
+    """
+    cwd = Path(cwd)
+    cwd.mkdir(parents=True, exist_ok=True)
+    script = REPO / name
+    if alone:
+        script = Path(shutil.copy(script, cwd / name))
+    return subprocess.run(
+        [sys.executable, str(script), *map(str, args)],
+        cwd=cwd, env=env or test_env(), capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def run_dirs(cwd):
+    """The run folders a script wrote under cwd/runs/, oldest first."""
+    return sorted((Path(cwd) / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+
+
+def read_scalars(run_dir):
+    """All scalars of one TensorBoard run folder: {tag: [(step, value), ...]} in logged order."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})  # 0: keep every point
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def assert_ok(proc):
+    """A subprocess run ended with exit code 0; on failure show what it printed."""
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+
+
+def assert_usage_error(proc, *fragments):
+    """A bad input was refused like argparse does: exit code 2, one line on stderr naming the problem, no traceback."""
+    assert proc.returncode == 2, f"exit {proc.returncode}\nstderr:\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "error:" in lines[0], proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])

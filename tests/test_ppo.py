@@ -1,0 +1,207 @@
+"""ppo.py: the 13 core details checked against independent computations, and the script's behaviour as a user sees it."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from helpers import (METRICS, REPO, assert_ok, assert_usage_error, load_script, read_scalars, run_dirs, run_script,
+                     test_env)
+
+ppo = load_script("ppo.py")
+TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
+
+
+def reference_gae(rewards, values, dones, next_value, next_done, gamma, lam):
+    """GAE written as the sum it is: A_t = sum_l (gamma*lam)^l delta_{t+l}, up to the end of the episode or segment."""
+    num_steps, num_envs = rewards.shape
+    values_ext = np.concatenate([values, next_value[None]])  # value of obs t+1 for every t
+    starts_ext = np.concatenate([dones, next_done[None]])  # does obs t+1 start a new episode?
+    advantages = np.zeros((num_steps, num_envs))
+    for e in range(num_envs):
+        for t in range(num_steps):
+            total, weight = 0.0, 1.0
+            for k in range(t, num_steps):
+                ends = starts_ext[k + 1, e] == 1
+                delta = rewards[k, e] + gamma * values_ext[k + 1, e] * (0.0 if ends else 1.0) - values[k, e]
+                total += weight * delta
+                if ends:
+                    break
+                weight *= gamma * lam
+            advantages[t, e] = total
+    return advantages
+
+
+@pytest.mark.parametrize("gamma,lam", [(0.99, 0.95), (0.9, 1.0), (0.5, 0.0), (1.0, 0.8)])
+def test_compute_gae_matches_direct_sum(gamma, lam):
+    rng = np.random.default_rng(0)
+    num_steps, num_envs = 16, 3
+    rewards, values = rng.normal(size=(num_steps, num_envs)), rng.normal(size=(num_steps, num_envs))
+    next_value = rng.normal(size=num_envs)
+    dones = np.zeros((num_steps, num_envs))
+    dones[5, 0] = dones[6, 0] = 1  # episode ends in the middle, one of them a single step long
+    dones[0, 1] = 1  # the segment starts a new episode
+    dones[num_steps - 1, 2] = 1  # the last obs of the segment is a new episode
+    next_done = np.array([0.0, 1.0, 0.0])  # env 1's episode ends exactly at the segment boundary
+    as_t = lambda a: torch.tensor(a, dtype=torch.float64)
+    advantages, returns = ppo.compute_gae(as_t(rewards), as_t(values), as_t(dones), as_t(next_value),
+                                          as_t(next_done), gamma, lam)
+    expected = reference_gae(rewards, values, dones, next_value, next_done, gamma, lam)
+    np.testing.assert_allclose(advantages.numpy(), expected, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(returns.numpy(), expected + values, rtol=1e-10, atol=1e-10)  # [C5] TD(lambda) target
+
+
+def fake_envs(obs_dim=4, n=2):
+    return SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (obs_dim,)),
+                           single_action_space=gym.spaces.Discrete(n))
+
+
+def test_layer_init_gains():
+    agent = ppo.Agent(fake_envs(obs_dim=8, n=3))
+    expected = {"actor.0": np.sqrt(2), "actor.2": np.sqrt(2), "actor.4": 0.01,
+                "critic.0": np.sqrt(2), "critic.2": np.sqrt(2), "critic.4": 1.0}
+    layers = {name: m for name, m in agent.named_modules() if isinstance(m, torch.nn.Linear)}
+    assert set(layers) == set(expected)
+    for name, gain in expected.items():
+        w = layers[name].weight.detach().double()
+        # an orthogonal matrix scaled by `gain` has every singular value equal to `gain`
+        np.testing.assert_allclose(torch.linalg.svdvals(w).numpy(), gain, rtol=1e-5, err_msg=name)
+        assert torch.all(layers[name].bias == 0), name
+
+
+class RecordingAgent(ppo.Agent):
+    """The script's Agent, remembering every call: rollout calls (action=None) and training calls."""
+
+    calls = []
+
+    def get_action_and_value(self, x, action=None):
+        out = super().get_action_and_value(x, action)
+        RecordingAgent.calls.append(dict(x=x.detach().clone(), training=action is not None,
+                                         action=out[0].detach().clone(), logprob=out[1].detach().clone()))
+        return out
+
+
+def test_minibatches_and_first_ratio(tmp_path, monkeypatch):
+    """[C6] every sample once per epoch; the first mini-batch's ratio is exactly 1 (approx KL 0, clipfrac 0)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ppo, "Agent", RecordingAgent)
+    RecordingAgent.calls = []
+    args = ppo.Args(num_envs=2, num_steps=32, total_timesteps=64, num_minibatches=4, update_epochs=3)
+    ppo.main(args)
+    rollout = [c for c in RecordingAgent.calls if not c["training"]]
+    training = [c for c in RecordingAgent.calls if c["training"]]
+    assert len(rollout) == args.num_steps and len(training) == args.update_epochs * args.num_minibatches
+    # every (obs, action) of the segment, as rows
+    samples = torch.cat([torch.cat([c["x"], c["action"][:, None].float()], 1) for c in rollout])
+    logprob_of = {tuple(row.tolist()): lp for c in rollout
+                  for row, lp in zip(torch.cat([c["x"], c["action"][:, None].float()], 1), c["logprob"])}
+    assert len(logprob_of) == args.batch_size  # rows are distinct, so matching by content is exact
+    for epoch in range(args.update_epochs):
+        calls = training[epoch * args.num_minibatches:(epoch + 1) * args.num_minibatches]
+        assert all(len(c["x"]) == args.minibatch_size for c in calls)
+        seen = torch.cat([torch.cat([c["x"], c["action"][:, None].float()], 1) for c in calls])
+        assert sorted(map(tuple, seen.tolist())) == sorted(map(tuple, samples.tolist()))
+    first = training[0]
+    old = torch.stack([logprob_of[tuple(r.tolist())]
+                       for r in torch.cat([first["x"], first["action"][:, None].float()], 1)])
+    ratio = (first["logprob"] - old).exp()
+    assert torch.equal(ratio, torch.ones_like(ratio))
+
+
+def test_short_run_copied_alone_writes_every_metric_and_anneals_lr(tmp_path):
+    proc = run_script("ppo.py", *TINY, "--save-model", cwd=tmp_path, alone=True)
+    assert_ok(proc)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ppo.py", "runs"]
+    (run_dir,) = run_dirs(tmp_path)
+    scalars = read_scalars(run_dir)
+    for tag in METRICS:
+        assert tag in scalars and all(np.isfinite(v) for _, v in scalars[tag]), tag
+    # [C4] lr at iteration i (of N) is lr0 * (1 - (i-1)/N): a straight line that reaches 0 one iteration after the end
+    lrs = [v for _, v in scalars["charts/learning_rate"]]
+    n = len(lrs)
+    assert n == 4
+    np.testing.assert_allclose(lrs, [2.5e-4 * (1 - i / n) for i in range(n)], rtol=1e-6)
+    # [C3] the saved optimizer is Adam with epsilon 1e-5; the model file is complete and loads
+    checkpoint = torch.load(run_dir / "ppo.pt", weights_only=True)
+    assert checkpoint["optimizer"]["param_groups"][0]["eps"] == 1e-5
+    assert not list(run_dir.glob("*.tmp"))
+    assert "step" in proc.stdout and "SPS" in proc.stdout and "ETA" in proc.stdout  # progress line
+
+
+def losses(cwd, *args):
+    assert_ok(run_script("ppo.py", *TINY, *args, cwd=cwd))
+    scalars = read_scalars(run_dirs(cwd)[-1])
+    return {tag: values for tag, values in scalars.items() if tag.startswith("losses/")}
+
+
+def test_same_seed_same_losses(tmp_path):
+    first, second = losses(tmp_path / "a"), losses(tmp_path / "b")
+    other_seed = losses(tmp_path / "c", "--seed", "2")
+    assert first and first == second
+    assert other_seed != first
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--env-id", "Pendulum-v1"], ["Box", "ppo_continuous_action.py"]),
+    (["--num-minibatches", "3"], ["does not split", "--num-minibatches 3"]),
+    (["--num-envs", "0"], ["--num-envs must be positive"]),
+    (["--num-steps", "-5"], ["--num-steps must be positive"]),
+    (["--env-id", "NoSuchEnv-v0"], ["NoSuchEnv-v0"]),
+    (["--total-timesteps", "100"], ["less than one batch"]),
+    (["--eval-checkpoint", "missing.pt"], ["missing.pt"]),
+])
+def test_bad_input_is_one_line_error(tmp_path, args, fragments):
+    assert_usage_error(run_script("ppo.py", *args, cwd=tmp_path), *fragments)
+
+
+def test_save_then_evaluate(tmp_path):
+    assert_ok(run_script("ppo.py", *TINY, "--save-model", cwd=tmp_path))
+    (model,) = (run_dirs(tmp_path)[0]).glob("*.pt")
+    proc = run_script("ppo.py", "--eval-checkpoint", model, "--eval-episodes", "3", cwd=tmp_path)
+    assert_ok(proc)
+    episodes = [line for line in proc.stdout.splitlines() if line.startswith("eval episode")]
+    assert len(episodes) == 3
+    returns = [float(line.rsplit(" ", 1)[1]) for line in episodes]
+    assert f"mean return {np.mean(returns):.2f}" in proc.stdout
+
+
+def test_track_works_offline(tmp_path):
+    proc = run_script("ppo.py", *TINY, "--track", cwd=tmp_path, env=test_env(WANDB_MODE="offline"))
+    assert_ok(proc)
+    (offline_run,) = (tmp_path / "wandb").glob("offline-run-*")
+    assert list(offline_run.glob("*.wandb"))  # the run's data, for a later `wandb sync`
+
+
+def test_capture_video(tmp_path):
+    assert_ok(run_script("ppo.py", *TINY, "--capture-video", cwd=tmp_path))
+    videos = list((tmp_path / "videos").rglob("*.mp4"))
+    assert videos and all(v.stat().st_size > 0 for v in videos)
+
+
+def test_ctrl_c_flushes_logs_and_saves(tmp_path):
+    proc = subprocess.Popen([sys.executable, str(REPO / "ppo.py"), "--save-model"], cwd=tmp_path, env=test_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first_line = proc.stdout.readline()  # the first progress line: training is under way
+    assert first_line.startswith("step")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted at step" in err and "Traceback" not in err
+    (run_dir,) = run_dirs(tmp_path)
+    assert "losses/value_loss" in read_scalars(run_dir)
+    torch.load(run_dir / "ppo.pt", weights_only=True)
+
+
+def test_learns_cartpole(tmp_path):
+    """A fixed-seed short run: the return clearly rises (a learning check, not a benchmark)."""
+    assert_ok(run_script("ppo.py", "--total-timesteps", "50000", cwd=tmp_path))
+    returns = [v for _, v in read_scalars(run_dirs(tmp_path)[0])["charts/episodic_return"]]
+    first, last = np.mean(returns[:20]), np.mean(returns[-20:])
+    assert last > 100 and last > 4 * first, (first, last)
