@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parent.parent
 
 # The metrics every script logs (DEVELOPERS.md: "Same metrics everywhere").
@@ -87,3 +89,31 @@ def assert_usage_error(proc, *fragments):
     assert len(lines) == 1 and "error:" in lines[0], proc.stderr
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+
+
+class SameStepReference:
+    """An independent same-step view of envpool envs, to check a script's envpool wrapper against.
+
+    One single-env pool per env (envpool seeds env i of a pool made with seed s with s + i), stepped one by one; after
+    a done, that env's reset step (envpool's next-step autoreset: action ignored, reward 0) is taken at once and its
+    obs replaces the last one, as baselines' same-step VecEnv returns it. make(seed) -> a raw envpool env, num_envs=1.
+    """
+
+    def __init__(self, make, seed, num_envs):
+        self.envs = [make(seed + i) for i in range(num_envs)]
+
+    def reset(self):
+        return np.concatenate([env.reset()[0] for env in self.envs])
+
+    def step(self, actions):
+        """-> obs, reward, terminated, truncated (arrays over the envs) and each env's raw info of the transition."""
+        out = []
+        for env, action in zip(self.envs, actions):
+            obs, reward, terminated, truncated, info = env.step(np.asarray([action]))
+            info = {key: np.copy(value[0]) for key, value in info.items() if key != "players"}
+            if terminated[0] or truncated[0]:
+                obs, reset_reward, _, _, _ = env.step(np.asarray([action]))
+                assert reset_reward[0] == 0  # the reset step's reward
+            out.append((np.copy(obs[0]), reward[0], terminated[0], truncated[0], info))
+        obs, reward, terminated, truncated, infos = zip(*out)
+        return np.stack(obs), np.array(reward), np.array(terminated), np.array(truncated), infos

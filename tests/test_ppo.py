@@ -77,15 +77,27 @@ def test_layer_init_gains():
 
 
 class RecordingAgent(ppo.Agent):
-    """The script's Agent, remembering every call: rollout calls (action=None) and training calls."""
+    """The script's Agent, remembering every call: rollout steps (get_action) and log-prob calls with given actions."""
 
     calls = []
 
+    def get_action(self, x):
+        action = super().get_action(x)
+        _, logprob, _, value = super().get_action_and_value(x, action)  # what a per-step call would have stored
+        RecordingAgent.calls.append(dict(kind="step", x=x.clone(), action=action.clone(), logprob=logprob.clone(),
+                                         value=value.clone()))
+        return action
+
     def get_action_and_value(self, x, action=None):
         out = super().get_action_and_value(x, action)
-        RecordingAgent.calls.append(dict(x=x.detach().clone(), training=action is not None,
-                                         action=out[0].detach().clone(), logprob=out[1].detach().clone()))
+        RecordingAgent.calls.append(dict(kind="given", x=x.detach().clone(), action=out[0].detach().clone(),
+                                         logprob=out[1].detach().clone(), value=out[3].detach().clone()))
         return out
+
+
+def rows(call):
+    """A call's (obs, action) pairs as rows of one tensor."""
+    return torch.cat([call["x"], call["action"].reshape(len(call["x"]), -1).float()], 1)
 
 
 def test_minibatches_and_first_ratio(tmp_path, monkeypatch):
@@ -95,22 +107,24 @@ def test_minibatches_and_first_ratio(tmp_path, monkeypatch):
     RecordingAgent.calls = []
     args = ppo.Args(num_envs=2, num_steps=32, total_timesteps=64, num_minibatches=4, update_epochs=3)
     ppo.main(args)
-    rollout = [c for c in RecordingAgent.calls if not c["training"]]
-    training = [c for c in RecordingAgent.calls if c["training"]]
-    assert len(rollout) == args.num_steps and len(training) == args.update_epochs * args.num_minibatches
-    # every (obs, action) of the segment, as rows
-    samples = torch.cat([torch.cat([c["x"], c["action"][:, None].float()], 1) for c in rollout])
-    logprob_of = {tuple(row.tolist()): lp for c in rollout
-                  for row, lp in zip(torch.cat([c["x"], c["action"][:, None].float()], 1), c["logprob"])}
+    steps = [c for c in RecordingAgent.calls if c["kind"] == "step"]
+    segment, *training = [c for c in RecordingAgent.calls if c["kind"] == "given"]
+    assert len(steps) == args.num_steps and len(training) == args.update_epochs * args.num_minibatches
+    # the segment's log-probs and values, computed in one batched call after the rollout, are those of per-step calls
+    samples = torch.cat([rows(c) for c in steps])  # (num_steps * num_envs, obs + action), step-major like the buffer
+    assert torch.equal(rows(segment), samples)
+    torch.testing.assert_close(segment["logprob"], torch.cat([c["logprob"] for c in steps]), rtol=0, atol=1e-6)
+    torch.testing.assert_close(segment["value"].flatten(), torch.cat([c["value"].flatten() for c in steps]),
+                               rtol=0, atol=1e-6)
+    logprob_of = {tuple(row.tolist()): lp for row, lp in zip(samples, segment["logprob"])}
     assert len(logprob_of) == args.batch_size  # rows are distinct, so matching by content is exact
     for epoch in range(args.update_epochs):
         calls = training[epoch * args.num_minibatches:(epoch + 1) * args.num_minibatches]
         assert all(len(c["x"]) == args.minibatch_size for c in calls)
-        seen = torch.cat([torch.cat([c["x"], c["action"][:, None].float()], 1) for c in calls])
+        seen = torch.cat([rows(c) for c in calls])
         assert sorted(map(tuple, seen.tolist())) == sorted(map(tuple, samples.tolist()))
     first = training[0]
-    old = torch.stack([logprob_of[tuple(r.tolist())]
-                       for r in torch.cat([first["x"], first["action"][:, None].float()], 1)])
+    old = torch.stack([logprob_of[tuple(r.tolist())] for r in rows(first)])
     ratio = (first["logprob"] - old).exp()
     assert torch.equal(ratio, torch.ones_like(ratio))
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Atari with ppo_atari.py and ppo_atari_lstm.py: the rows of the reference table (shared/reference-results.md),
+# Breakout, Pong and BeamRider (NoFrameskip-v4) x seeds 1-3 x 10M agent steps, the scripts' defaults (baselines'
+# Atari hyperparameters). Needs the atari extra (pip install ale-py opencv-python-headless) and matplotlib for plots.
+#
+#   bash benchmark/atari.sh                      # the full sweep: 18 runs of 10M steps
+#   STEPS=100000 SEEDS=1 ENVS=BreakoutNoFrameskip-v4 SCRIPTS=ppo_atari.py OUT=benchmark/out/atari_scaled \
+#       bash benchmark/atari.sh                  # the scaled run of benchmark/results/atari.md (about 18 min on a
+#                                                # shared 2-core CPU)
+#
+# Time: ppo_atari.py ran at about 75-100 SPS on a 2-core CPU machine shared with other jobs, so one 10M run there
+# would take more than a day; the published runs took about 3.5 hours each with a GPU. Run the full sweep on a GPU
+# machine, with WORKERS set to the runs that fit at once (each run steps its 8 envs on one CPU core).
+# Restartable: run it again after a Ctrl-C or a failure and only the unfinished runs run (benchmark/run.py).
+# Runs, logs and state go to $OUT (default benchmark/out/atari, gitignored); the report to $REPORT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-10000000}
+SEEDS=${SEEDS:-1 2 3}
+ENVS=${ENVS:-BreakoutNoFrameskip-v4 PongNoFrameskip-v4 BeamRiderNoFrameskip-v4}
+SCRIPTS=${SCRIPTS:-ppo_atari.py ppo_atari_lstm.py}
+WORKERS=${WORKERS:-1}
+OUT=${OUT:-benchmark/out/atari}
+REPORT=${REPORT:-$OUT/report}
+mkdir -p "$OUT"
+
+for script in $SCRIPTS; do
+    # --threads 1: the scripts use one torch thread anyway, and the emulators are single-threaded
+    python benchmark/run.py \
+        --command "python $script --total-timesteps $STEPS" \
+        --env-ids $ENVS \
+        --seeds $SEEDS \
+        --workers "$WORKERS" \
+        --threads 1 \
+        --cwd "$OUT" \
+        --out "$OUT/state"
+done
+
+python benchmark/report.py --runs "$OUT/runs" --sweep "$OUT/state" --out "$REPORT" \
+    --title "Atari ($SCRIPTS, $STEPS steps)" \
+    --note "Command: STEPS=$STEPS SEEDS='$SEEDS' ENVS='$ENVS' SCRIPTS='$SCRIPTS' bash benchmark/atari.sh"
+
+# What "above random" means: whole-game scores of uniform random actions through ppo_atari.py's own wrappers
+# (RANDOM_GAMES games per env, seed 1; a few seconds a game), appended to the report.
+RANDOM_GAMES=${RANDOM_GAMES:-50} python - $ENVS >> "$REPORT.md" <<'PY'
+import importlib.util, sys
+import gymnasium as gym, numpy as np, ale_py
+gym.register_envs(ale_py)
+spec = importlib.util.spec_from_file_location("ppo_atari", "ppo_atari.py")
+atari = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(atari)
+games = int(__import__("os").environ["RANDOM_GAMES"])
+print(f"\n## Random play\n\nUniform random actions through `ppo_atari.make_env`, seed 1, {games} whole games per env.\n")
+print("| env | games | score (mean ± std) | max |\n| --- | --- | --- | --- |")
+for env_id in sys.argv[1:]:
+    env = atari.make_env(env_id, 0, False, "random")()
+    env.reset(seed=1)
+    env.action_space.seed(1)
+    scores = []
+    while len(scores) < games:
+        _, _, terminated, truncated, info = env.step(env.action_space.sample())
+        if "episode" in info:  # only at the end of a whole game (all lives)
+            scores.append(float(info["episode"]["r"]))
+        if terminated or truncated:
+            env.reset()
+    print(f"| {env_id} | {games} | {np.mean(scores):.2f} ± {np.std(scores):.2f} | {max(scores):.0f} |")
+PY

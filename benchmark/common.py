@@ -1,0 +1,20 @@
+"""What benchmark/run.py and benchmark/report.py share (imported as `common`: Python puts benchmark/ on the path)."""
+
+import argparse
+import sys
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with bad input reported the way the ppo*.py scripts do it: one line on stderr, exit code 2."""
+
+    def __init__(self, **kwargs):
+        super().__init__(formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def safe(text):
+    """text made safe for a file name: anything but letters, digits and -_. becomes _ (ALE/Pong-v5 -> ALE_Pong-v5)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)

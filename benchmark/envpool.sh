@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Atari on envpool with ppo_atari_envpool.py: the rows of the reference table (shared/reference-results.md),
+# Breakout, Pong and BeamRider (*-v5, envpool's ids) x seeds 1-3 x 10M agent steps, the script's defaults (baselines'
+# Atari hyperparameters, envpool's preprocessing set to baselines' choices). Needs envpool (pip install envpool) and
+# matplotlib for the plots.
+#
+#   bash benchmark/envpool.sh                    # the full sweep: 9 runs of 10M steps
+#   STEPS=50000 SEEDS=1 ENVS=Breakout-v5 OUT=benchmark/out/envpool_speed bash benchmark/envpool.sh
+#                                                # the speed run of benchmark/results/envpool.md
+#
+# Time: on a 2-core CPU machine shared with other jobs one run went at about 300-350 SPS (benchmark/results/envpool.md),
+# so a 10M run there takes 8-9 hours; on a GPU machine with a few CPU cores it is much faster. Each run steps its envs
+# in envpool's threads (--num-threads, default: all cores) and trains on one torch thread: with WORKERS > 1, give each
+# run its own cores, e.g. COMMAND_EXTRA="--num-threads 2".
+# Restartable: run it again after a Ctrl-C or a failure and only the unfinished runs run (benchmark/run.py).
+# Runs, logs and state go to $OUT (default benchmark/out/envpool, gitignored); the report to $REPORT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-10000000}
+SEEDS=${SEEDS:-1 2 3}
+ENVS=${ENVS:-Breakout-v5 Pong-v5 BeamRider-v5}
+WORKERS=${WORKERS:-1}
+COMMAND_EXTRA=${COMMAND_EXTRA:-}
+OUT=${OUT:-benchmark/out/envpool}
+REPORT=${REPORT:-$OUT/report}
+
+python benchmark/run.py \
+    --command "python ppo_atari_envpool.py --total-timesteps $STEPS $COMMAND_EXTRA" \
+    --env-ids $ENVS \
+    --seeds $SEEDS \
+    --workers "$WORKERS" \
+    --threads 1 \
+    --cwd "$OUT" \
+    --out "$OUT/state"
+
+python benchmark/report.py --runs "$OUT/runs" --sweep "$OUT/state" --out "$REPORT" \
+    --title "Atari on envpool (ppo_atari_envpool.py, $STEPS steps)" \
+    --note "Command: STEPS=$STEPS SEEDS='$SEEDS' ENVS='$ENVS' bash benchmark/envpool.sh"

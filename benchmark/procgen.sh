@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Procgen with ppo_procgen.py: the rows of the reference table (shared/reference-results.md), starpilot, bossfight
+# and bigfish in the easy distribution x seeds 1-3 x 25M steps, the script's defaults (openai/train-procgen's
+# hyperparameters). Needs envpool (pip install envpool; on Linux the Qt 5 runtime: apt install libqt5gui5) and
+# matplotlib for the plots.
+#
+#   bash benchmark/procgen.sh                    # the full sweep: 9 runs of 25M steps
+#   STEPS=200000 SEEDS=1 ENVS=starpilot OUT=benchmark/out/procgen_scaled bash benchmark/procgen.sh
+#                                                # a scaled run (see benchmark/results/procgen.md)
+#
+# Time: the IMPALA CNN on 64 envs x 256 steps is heavy on a CPU (about 100-150 SPS on a shared 2-core machine,
+# benchmark/results/procgen.md): a 25M run needs a GPU. Each run steps its envs in envpool's threads (--num-threads,
+# default: all cores); with WORKERS > 1, give each run its own cores, e.g. COMMAND_EXTRA="--num-threads 4".
+# Restartable: run it again after a Ctrl-C or a failure and only the unfinished runs run (benchmark/run.py).
+# Runs, logs and state go to $OUT (default benchmark/out/procgen, gitignored); the report to $REPORT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-25000000}
+SEEDS=${SEEDS:-1 2 3}
+ENVS=${ENVS:-starpilot bossfight bigfish}
+MODE=${MODE:-easy}
+WORKERS=${WORKERS:-1}
+COMMAND_EXTRA=${COMMAND_EXTRA:-}
+OUT=${OUT:-benchmark/out/procgen}
+REPORT=${REPORT:-$OUT/report}
+
+python benchmark/run.py \
+    --command "python ppo_procgen.py --distribution-mode $MODE --total-timesteps $STEPS $COMMAND_EXTRA" \
+    --env-ids $ENVS \
+    --seeds $SEEDS \
+    --workers "$WORKERS" \
+    --threads 1 \
+    --cwd "$OUT" \
+    --out "$OUT/state"
+
+python benchmark/report.py --runs "$OUT/runs" --sweep "$OUT/state" --out "$REPORT" \
+    --title "Procgen $MODE (ppo_procgen.py, $STEPS steps)" \
+    --note "Command: STEPS=$STEPS SEEDS='$SEEDS' ENVS='$ENVS' MODE=$MODE bash benchmark/procgen.sh"

@@ -1,0 +1,294 @@
+"""Run a grid of training runs (env ids x seeds), each in its own process, a few at a time; restartable.
+
+    python benchmark/run.py --command "python ppo.py --total-timesteps 500000" \\
+        --env-ids CartPole-v1 Acrobot-v1 MountainCar-v0 --seeds 1 2 3 --workers 2
+
+Each run is `{command} --env-id ENV --seed SEED`. What the runner keeps, under --out (default benchmark/out/<script>):
+    <script>__<env>__<seed>__<key>.log   everything the run printed (stdout and stderr)
+    <script>__<env>__<seed>__<key>.json  its state: "done" (exit 0) or "failed" (exit code), times, the command,
+                                         the sha1 of the files the command names, the run folder it wrote in runs/
+Started again with the same arguments, the runner skips the runs recorded as done (same command, env id and seed)
+and runs the rest (the failed and the unfinished ones). With --rerun-on-edit, a run done before counts only if the
+files the command names (e.g. ppo.py) are unchanged since. Ctrl-C stops the runs (each gets SIGINT, then SIGKILL
+after --grace seconds) and leaves them unfinished. Exit code: 0 when every run succeeded, 1 when some failed, 130
+when interrupted, 2 for bad arguments.
+
+Stdlib only (and benchmark/common.py). The training scripts log to runs/ under the working directory (--cwd,
+default: the current one).
+"""
+
+import hashlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from common import Parser, safe
+
+
+@dataclass
+class Run:
+    env_id: str
+    seed: int
+    argv: list  # the full command line of this run
+    key: str  # what identifies the run across restarts
+    stem: str  # <out>/<stem>.json and <out>/<stem>.log
+    process: Optional[subprocess.Popen] = None
+    log_file: Optional[object] = None
+    started: float = 0.0
+    returncode: Optional[int] = None
+    state: dict = field(default_factory=dict)
+
+
+def file_digest(path):
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()
+
+
+def resolve_command(command, cwd):
+    """Split the command; with another --cwd, tokens naming existing files become absolute paths so that the command
+    still finds them. Returns (argv, {file as written: sha1 of its contents}); the contents go into the run key."""
+    elsewhere = os.path.realpath(cwd) != os.path.realpath(".")
+    argv, files = [], {}
+    for token in shlex.split(command):
+        if os.path.isfile(token):
+            files[token] = file_digest(token)
+            token = os.path.abspath(token) if elsewhere else token
+        argv.append(token)
+    return argv, files
+
+
+def script_name(argv):
+    """A short name for file names: the stem of the first .py in the command (else the program's name)."""
+    for token in argv:
+        if token.endswith(".py"):
+            return Path(token).stem
+    return Path(argv[0]).name
+
+
+def plan(args):
+    argv, files = resolve_command(args.command, args.cwd)
+    name = script_name(argv)
+    runs = []
+    for env_id in args.env_ids:
+        for seed in args.seeds:
+            run_argv = argv + ["--env-id", env_id, "--seed", str(seed)]
+            identity = {"command": args.command, "env_id": env_id, "seed": seed}
+            if args.rerun_on_edit:
+                identity["files"] = files
+            identity = json.dumps(identity, sort_keys=True)
+            key = hashlib.sha1(identity.encode()).hexdigest()[:10]
+            runs.append(Run(env_id, seed, run_argv, key, f"{name}__{safe(env_id)}__{seed}__{key}",
+                            state={"command": args.command, "env_id": env_id, "seed": seed, "files": files,
+                                   "argv": run_argv, "cwd": os.path.abspath(args.cwd), "key": key}))
+    return runs
+
+
+def is_done(out, run, rerun_on_edit):
+    """Whether a state file in out records this run as done: same command, env id and seed (and, with
+    --rerun-on-edit, the same contents of the files the command names). Matched by content, not file name."""
+    for path in out.glob("*.json"):
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        same = all(state.get(k) == run.state[k] for k in ("command", "env_id", "seed"))
+        if same and state.get("status") == "done" and (not rerun_on_edit or state.get("files") == run.state["files"]):
+            return True
+    return False
+
+
+def write_state(out, run, **fields):
+    """Write the run's state file atomically (a reader never sees half a file)."""
+    run.state.update(fields)
+    path = out / f"{run.stem}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(run.state, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def last_line(path):
+    """The last non-empty line a run printed (its progress line while it trains); '' when none."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            lines = [line.strip() for line in f.read().decode(errors="replace").replace("\r", "\n").split("\n")]
+    except OSError:
+        return ""
+    lines = [line for line in lines if line]
+    return lines[-1] if lines else ""
+
+
+def find_run_names(cwd, run):
+    """The TensorBoard run folders this run wrote, relative to runs/ under cwd: {env_id}__{exp_name}__{seed}__{unix
+    time}, made between its start and now. Recorded so that a report can pick exactly a sweep's runs (--sweep)."""
+    found, runs = [], Path(cwd) / "runs"
+    for path in sorted(runs.glob(f"{glob_escape(run.env_id)}__*__{run.seed}__*")):
+        stamp = path.name.rsplit("__", 1)[-1]
+        if path.is_dir() and stamp.isdigit() and int(run.started) - 1 <= int(stamp) <= time.time() + 1:
+            found.append(path.relative_to(runs).as_posix())  # an env id like ALE/Pong-v5 nests: ALE/Pong-v5__...
+    return found
+
+
+def glob_escape(text):
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def hms(seconds):
+    return time.strftime("%H:%M:%S", time.gmtime(seconds))
+
+
+def start(run, out, cwd, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    run.log_file = open(out / f"{run.stem}.log", "w")
+    run.log_file.write(f"$ cd {shlex.quote(os.path.abspath(cwd))} && OMP_NUM_THREADS={threads} "
+                       f"{shlex.join(run.argv)}\n")
+    run.log_file.flush()
+    run.started = time.time()
+    # Its own process group: a Ctrl-C in the terminal reaches only the runner, which then stops each run itself.
+    try:
+        run.process = subprocess.Popen(run.argv, cwd=cwd, env=env, stdout=run.log_file, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as e:  # e.g. the program does not exist: this run fails, the others go on
+        run.log_file.write(f"cannot start: {e}\n")
+        run.process = None
+
+
+def stop_all(running, grace):
+    """Ctrl-C: SIGINT to every run (the scripts close their logs and exit), SIGKILL to those alive after grace s."""
+    running = [run for run in running if run.process is not None]
+    for run in running:
+        try:
+            os.killpg(run.process.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    deadline = time.time() + grace
+    for run in running:
+        try:
+            run.process.wait(timeout=max(0.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            os.killpg(run.process.pid, signal.SIGKILL)
+            run.process.wait()
+        run.log_file.close()
+
+
+def parse_args(argv=None):
+    parser = Parser(description=__doc__.split("\n")[0])
+    parser.add_argument("--command", required=True,
+                        help='the training command without --env-id and --seed, e.g. '
+                             '"python ppo.py --total-timesteps 500000"')
+    parser.add_argument("--env-ids", nargs="+", required=True, help="env ids to run the command on")
+    seeds = parser.add_mutually_exclusive_group()
+    seeds.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="the seeds of each env")
+    seeds.add_argument("--num-seeds", type=int, help="shorthand for --seeds 1 2 ... N")
+    parser.add_argument("--workers", type=int, default=1, help="runs at the same time (at most the number of cores)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="OMP_NUM_THREADS of each run (default: cores // workers, at least 1)")
+    parser.add_argument("--out", default=None, help="folder for logs and state files (default benchmark/out/<script>)")
+    parser.add_argument("--cwd", default=".", help="working directory of the runs (their runs/ folder lands there)")
+    parser.add_argument("--grace", type=float, default=30.0, help="seconds a run gets to stop after Ctrl-C")
+    parser.add_argument("--status-every", type=float, default=60.0,
+                        help="seconds between status lines that show each running run's last output line")
+    parser.add_argument("--rerun-on-edit", action="store_true",
+                        help="a run done before counts only if the files the command names (the script) are unchanged")
+    parser.add_argument("--dry-run", action="store_true", help="print the runs and whether they would be skipped")
+    args = parser.parse_args(argv)
+    if args.num_seeds is not None:
+        if args.num_seeds < 1:
+            parser.error(f"--num-seeds must be positive, got {args.num_seeds}")
+        args.seeds = list(range(1, args.num_seeds + 1))
+    if args.workers < 1:
+        parser.error(f"--workers must be positive, got {args.workers}")
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads must be positive, got {args.threads}")
+    if not shlex.split(args.command):
+        parser.error("--command is empty")
+    if len(set(args.seeds)) != len(args.seeds) or len(set(args.env_ids)) != len(args.env_ids):
+        parser.error("--env-ids and --seeds must not repeat a value")
+    if not os.path.isdir(args.cwd):
+        parser.error(f"--cwd {args.cwd}: no such folder")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    runs = plan(args)
+    out = Path(args.out or Path("benchmark/out") / script_name(runs[0].argv))
+    out.mkdir(parents=True, exist_ok=True)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = args.threads or max(1, cores // args.workers)
+
+    skipped = [run for run in runs if is_done(out, run, args.rerun_on_edit)]
+    pending = [run for run in runs if run not in skipped]
+    total = len(runs)
+    print(f"{total} runs ({len(args.env_ids)} envs x {len(args.seeds)} seeds), {len(skipped)} already done, "
+          f"{args.workers} workers, OMP_NUM_THREADS={threads}; logs and state in {out}/", flush=True)
+    for run in skipped:
+        print(f"  skip (done before): {run.env_id} seed {run.seed}", flush=True)
+    if args.dry_run:
+        for run in pending:
+            print(f"  would run: {shlex.join(run.argv)}")
+        return 0
+
+    t0 = time.time()
+    running, finished, failed = [], [], []
+    last_status = time.time()
+
+    def progress(event):
+        done = len(skipped) + len(finished)
+        counts = f"{done}/{total} done | {len(running)} running | {len(failed)} failed"
+        print(f"[{counts} | {hms(time.time() - t0)}] {event}", flush=True)
+
+    def handle_signal(signum, frame):  # SIGTERM is treated like Ctrl-C
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handle_signal)
+    try:
+        while pending or running:
+            while pending and len(running) < args.workers:
+                run = pending.pop(0)
+                start(run, out, args.cwd, threads)
+                running.append(run)
+                progress(f"start {run.env_id} seed {run.seed} (log {out / run.stem}.log)")
+            time.sleep(0.2)
+            for run in list(running):
+                if run.process is not None and run.process.poll() is None:
+                    continue
+                running.remove(run)
+                run.log_file.close()
+                run.returncode = run.process.returncode if run.process is not None else 127  # 127: not started
+                wall = time.time() - run.started
+                ok = run.returncode == 0
+                write_state(out, run, status="done" if ok else "failed", returncode=run.returncode,
+                            started=run.started, ended=time.time(), wall_s=round(wall, 1),
+                            run_names=find_run_names(args.cwd, run))
+                (finished if ok else failed).append(run)
+                progress(f"{'done' if ok else f'FAILED (exit {run.returncode})'} {run.env_id} seed {run.seed} "
+                         f"in {wall:.0f} s")
+            if running and time.time() - last_status >= args.status_every:
+                last_status = time.time()
+                for run in running:
+                    progress(f"running {run.env_id} seed {run.seed} ({time.time() - run.started:.0f} s): "
+                             f"{last_line(out / f'{run.stem}.log')[:120]}")
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: stopping {len(running)} running run(s); start the same command again to continue",
+              file=sys.stderr, flush=True)
+        stop_all(running, args.grace)
+        return 130
+
+    print(f"finished in {hms(time.time() - t0)}: {len(finished)} succeeded, {len(skipped)} skipped (done before), "
+          f"{len(failed)} failed", flush=True)
+    for run in failed:
+        print(f"  FAILED {run.env_id} seed {run.seed}: exit {run.returncode}, log {out / run.stem}.log: "
+              f"{last_line(out / f'{run.stem}.log')[:200]}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,575 @@
+"""PPO with an LSTM policy for Atari games (ALE through gymnasium, the *NoFrameskip-v4 ids). Parent: ppo_atari.py.
+
+ppo_atari.py (13 core + 9 Atari details) plus the 5 LSTM details of openai/baselines ppo2's cnn_lstm policy, each
+tagged with its id from DETAILS.md ([L1] ... [L5]): one frame instead of a stack of 4 ([A7] with 1), an LSTM
+(512 -> 128) after the CNN trunk, its state reset at episode ends and rebuilt in training from the state saved at
+the start of each rollout, mini-batches made of whole env sequences. Needs: pip install ale-py opencv-python-headless.
+
+    python ppo_atari_lstm.py --env-id BreakoutNoFrameskip-v4                       # train, logs in runs/<run_name>/
+    python ppo_atari_lstm.py --save-model                                          # also save the model
+    python ppo_atari_lstm.py --eval-checkpoint runs/<run_name>/ppo_atari_lstm.pt   # play it for 10 games
+    tensorboard --logdir runs
+"""
+
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    """PPO (openai/baselines ppo2, 13 core + 9 Atari + 5 LSTM details), an LSTM policy for Atari games.
+    Train: `python ppo_atari_lstm.py --env-id PongNoFrameskip-v4`; logs: `tensorboard --logdir runs`; save, then
+    evaluate: `python ppo_atari_lstm.py --save-model`, `python ppo_atari_lstm.py --eval-checkpoint <run>/<name>.pt`."""
+
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """name of the experiment: runs are named {env_id}__{exp_name}__{seed}__{unix time}"""
+    seed: int = 1
+    """seed of python, numpy, torch and the envs (env i gets seed + i); any integer >= 0"""
+    torch_deterministic: bool = True
+    """make torch choose deterministic algorithms; off only trades reproducibility for GPU speed"""
+    cuda: bool = True
+    """use the GPU when torch sees one (ignored otherwise)"""
+    track: bool = False
+    """mirror the TensorBoard logs to Weights & Biases (pip install wandb; WANDB_MODE=offline without a network)"""
+    wandb_project_name: str = "ppo-details"
+    """the wandb project to log to (with --track)"""
+    wandb_entity: Optional[str] = None
+    """the wandb team or user to log under (with --track); default: your wandb default entity"""
+    capture_video: bool = False
+    """record videos of env 0's episodes into videos/{run_name}/ (needs moviepy)"""
+    save_model: bool = False
+    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training (and on Ctrl-C)"""
+    eval_checkpoint: Optional[str] = None
+    """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
+    eval_episodes: int = 10
+    """number of episodes that --eval-checkpoint plays (1 to 1000)"""
+
+    env_id: str = "BreakoutNoFrameskip-v4"
+    """an Atari *NoFrameskip-v4 id: the wrappers skip frames themselves (BreakoutNoFrameskip-v4, PongNoFrameskip-v4)"""
+    total_timesteps: int = 10000000
+    """agent steps to train for, summed over all envs; one step is 4 frames (1e6 to 5e7; 1e7 in the benchmarks)"""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate at the start of training (1e-4 to 1e-3)"""
+    num_envs: int = 8
+    """number of envs stepped in lockstep (1 to 64; 8 as the PPO paper's 8 actors)"""
+    num_steps: int = 128
+    """steps per env in each rollout segment; num_envs * num_steps is the batch (16 to 2048)"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0 over training [C4]"""
+    gamma: float = 0.99
+    """discount factor (0.9 to 0.999)"""
+    gae_lambda: float = 0.95
+    """GAE lambda: 0 is one-step TD, 1 is Monte Carlo (0.9 to 1) [C5]"""
+    num_minibatches: int = 4
+    """mini-batches per epoch; must divide num_envs: each holds whole env sequences (1 to num_envs) [C6, L4]"""
+    update_epochs: int = 4
+    """passes over the batch per update (1 to 10)"""
+    norm_adv: bool = True
+    """normalize advantages to mean 0, std 1 in each mini-batch [C7]"""
+    clip_coef: float = 0.1
+    """clip range of the probability ratio and of the value change (0.1 to 0.3; 0.1 in baselines' Atari) [C8, C9]"""
+    clip_vloss: bool = True
+    """clip the value loss around the old value estimate [C9]"""
+    ent_coef: float = 0.01
+    """weight of the entropy bonus (0 to 0.05) [C10]"""
+    vf_coef: float = 0.5
+    """weight of the value loss (0.25 to 1) [C10]"""
+    max_grad_norm: float = 0.5
+    """clip the global gradient norm to this (0.5 in baselines) [C11]"""
+    target_kl: Optional[float] = None
+    """stop the epochs early once approx KL exceeds this (0.01 to 0.05); off by default [X3]"""
+
+    # Derived sizes, computed in this one place.
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def minibatch_envs(self) -> int:
+        return self.num_envs // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    def problem(self) -> Optional[str]:
+        """The first thing wrong with these arguments, as a sentence for the user; None when all is well."""
+        for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
+                     "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
+            if getattr(self, name) <= 0:
+                return f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}"
+        if self.num_envs % self.num_minibatches:
+            return (f"--num-envs {self.num_envs} does not split into --num-minibatches {self.num_minibatches} equal "
+                    f"groups of envs (a mini-batch holds whole env sequences [L4])")
+        if self.num_iterations == 0 and self.eval_checkpoint is None:
+            return f"--total-timesteps {self.total_timesteps} is less than one batch ({self.batch_size} steps)"
+        return None
+
+
+class NoopReset(gym.Wrapper):
+    """[A1] On a reset, play a random number (1 to noop_max) of no-op frames, so that games start in varied states."""
+
+    def __init__(self, env, noop_max=30):
+        super().__init__(env)
+        assert env.unwrapped.get_action_meanings()[0] == "NOOP"
+        self.noop_max = noop_max
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        for _ in range(self.unwrapped.np_random.integers(1, self.noop_max + 1)):  # the env's seeded generator
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset()
+        return obs, info
+
+
+class EpisodicLife(gym.Wrapper):
+    """[A3] A lost life ends the episode for learning, but the game goes on: reset() then continues the same game
+    with one no-op step, and restarts the emulator only when the game is really over (baselines' EpisodicLifeEnv).
+    gymnasium's AtariPreprocessing(terminal_on_life_loss=True) cannot stand in: its reset() restarts the game."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = self.unwrapped.ale.lives()
+        if 0 < lives < self.lives:
+            terminated = True  # a life lost: no bootstrapping across it, as in the DQN paper
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        if self.game_over:
+            obs, info = self.env.reset(**kwargs)
+        else:  # continue the game where the life was lost
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:  # the no-op itself ended the game (baselines ignores this rare case)
+                obs, info = self.env.reset(**kwargs)
+        self.lives = self.unwrapped.ale.lives()
+        return obs, info
+
+
+class FireReset(gym.Wrapper):
+    """[A4] After every reset (a new game or a new life), press FIRE then action 2, as baselines' FireResetEnv does:
+    games such as Breakout stand still until FIRE is pressed."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        assert env.unwrapped.get_action_meanings()[1] == "FIRE"
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        for action in (1, 2):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:
+                obs, info = self.env.reset()
+        return obs, info
+
+
+class WarpFrame(gym.ObservationWrapper):
+    """[A5] RGB frame -> 84 x 84 grayscale, as baselines' WarpFrame: OpenCV's luminance, then an area resize.
+    gymnasium's GrayscaleObservation + ResizeObservation differ in the luminance weights and rounding."""
+
+    def __init__(self, env, size=84):
+        super().__init__(env)
+        self.size = size
+        self.observation_space = gym.spaces.Box(0, 255, (size, size), np.uint8)
+
+    def observation(self, frame):
+        import cv2  # the atari extra (opencv-python-headless); imported where used so the file imports without it
+
+        gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+        return cv2.resize(gray, (self.size, self.size), interpolation=cv2.INTER_AREA)
+
+
+def make_env(env_id, idx, capture_video, run_name):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = gym.make(env_id)
+        # innermost, so it sees every raw frame of a whole game: episodic_return is the game's score (before [A3]
+        # and [A6]) and episodic_length counts frames (4 per agent step)
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env = NoopReset(env, noop_max=30)  # [A1]
+        env = gym.wrappers.MaxAndSkipObservation(env, skip=4)  # [A2] repeat 4 frames, sum rewards, max of last 2
+        env = EpisodicLife(env)  # [A3]
+        if "FIRE" in env.unwrapped.get_action_meanings():
+            env = FireReset(env)  # [A4]
+        env = WarpFrame(env)  # [A5]
+        env = gym.wrappers.TransformReward(env, np.sign)  # [A6] rewards clipped to their sign (baselines' ClipRewardEnv)
+        env = gym.wrappers.FrameStackObservation(env, 1)  # [A7] with 1 frame: (1, 84, 84); the LSTM is the memory
+        return env
+
+    return thunk
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)  # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    torch.nn.init.constant_(layer.bias, bias_const)  # [C2] biases 0
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, envs):
+        super().__init__()
+        # [A8] Nature-CNN trunk shared by the policy and the value head (baselines' Atari default)
+        self.network = nn.Sequential(
+            layer_init(nn.Conv2d(envs.single_observation_space.shape[0], 32, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        )
+        self.lstm = nn.LSTM(512, 128)  # after the trunk, as baselines' cnn_lstm (nlstm=128)
+        for name, param in self.lstm.named_parameters():
+            if "bias" in name:
+                nn.init.constant_(param, 0)  # [L1] biases 0
+            elif "weight" in name:
+                nn.init.orthogonal_(param, 1.0)  # [L1] orthogonal weights, gain 1
+        self.actor = layer_init(nn.Linear(128, envs.single_action_space.n), std=0.01)  # [C2] policy output gain 0.01
+        self.critic = layer_init(nn.Linear(128, 1), std=1.0)  # [C2] value output gain 1
+
+    def initial_state(self, num_envs):
+        """[L2] the LSTM state (h, c) of num_envs fresh envs: zeros, each (1, num_envs, 128)."""
+        zeros = torch.zeros(self.lstm.num_layers, num_envs, self.lstm.hidden_size, device=self.actor.weight.device)
+        return zeros, zeros.clone()
+
+    def get_states(self, x, lstm_state, done):
+        """Run the LSTM through a sequence of steps; returns its outputs (T * B, 128) and the state after the last.
+
+        x: (T * B, 1, 84, 84) and done: (T * B,), step-major (all B envs of step 0, then of step 1, ...), where
+        done = 1 means the obs is the first of a new episode; lstm_state: (h, c), each (1, B, 128), before step 0.
+        """
+        num_envs = lstm_state[0].shape[1]
+        hidden = self.network(x / 255.0).reshape(-1, num_envs, self.lstm.input_size)  # [A9] (T, B, 512)
+        keep = (1.0 - done).reshape(-1, num_envs, 1)  # (T, B, 1)
+        h, c = lstm_state
+        outputs = []
+        for t in range(hidden.shape[0]):
+            h, c = keep[t] * h, keep[t] * c  # [L3] a new episode starts from a zero state, in rollouts and training
+            out, (h, c) = self.lstm(hidden[t : t + 1], (h, c))
+            outputs.append(out[0])
+        return torch.cat(outputs), (h, c)
+
+    def get_value(self, x, lstm_state, done):
+        hidden, _ = self.get_states(x, lstm_state, done)
+        return self.critic(hidden)
+
+    def get_action_and_value(self, x, lstm_state, done, action=None):
+        hidden, lstm_state = self.get_states(x, lstm_state, done)
+        logits = self.actor(hidden)
+        # validate_args=False: the logits come from our own network; the checks cost ~10% of a rollout step
+        probs = Categorical(logits=logits, validate_args=False)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
+
+
+def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    """[C5] Generalized Advantage Estimation over one rollout segment; returns (advantages, returns).
+
+    rewards, values, dones: (num_steps, num_envs); next_value, next_done: (num_envs,), for the obs after the segment.
+    dones[t] = 1 means obs[t] is the first observation of a new episode [C1], so the episode ended with the
+    transition at t - 1 and V(obs[t]) must not be bootstrapped into it. As in baselines, a time-limit truncation
+    counts as an end too (no bootstrap). Returns are advantages + values, the TD(lambda) target.
+    """
+    next_nonterminal = 1.0 - torch.cat([dones[1:], next_done.unsqueeze(0)])  # (num_steps, num_envs)
+    next_values = torch.cat([values[1:], next_value.unsqueeze(0)])  # (num_steps, num_envs)
+    deltas = rewards + gamma * next_values * next_nonterminal - values
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        lastgaelam = deltas[t] + gamma * gae_lambda * next_nonterminal[t] * lastgaelam
+        advantages[t] = lastgaelam
+    return advantages, advantages + values
+
+
+def evaluate(agent, envs, num_episodes, device):
+    """Play the agent's stochastic policy until num_episodes episodes have ended; returns their returns."""
+    episodic_returns = []
+    next_obs, _ = envs.reset()
+    next_lstm_state = agent.initial_state(envs.num_envs)
+    next_done = torch.zeros(envs.num_envs, device=device)
+    while len(episodic_returns) < num_episodes:
+        with torch.no_grad():
+            action, _, _, _, next_lstm_state = agent.get_action_and_value(
+                torch.as_tensor(next_obs, device=device), next_lstm_state, next_done
+            )
+        next_obs, _, terminations, truncations, infos = envs.step(action.cpu().numpy())
+        next_done = torch.as_tensor(np.logical_or(terminations, truncations), dtype=torch.float32, device=device)
+        if "final_info" in infos and "episode" in infos["final_info"]:  # [A3] a lost life carries no statistics
+            for r, done in zip(infos["final_info"]["episode"]["r"], infos["final_info"]["_episode"]):
+                if done and len(episodic_returns) < num_episodes:
+                    print(f"eval episode {len(episodic_returns)}: return {r:.2f}")
+                    episodic_returns.append(float(r))
+    return episodic_returns
+
+
+def main(args: Args) -> None:
+    def usage_error(message):
+        """Bad input: one line on stderr and exit code 2, like argparse; no traceback."""
+        print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    if (problem := args.problem()) is not None:
+        usage_error(problem)
+    checkpoint = None
+    if args.eval_checkpoint is not None:
+        if not os.path.isfile(args.eval_checkpoint):
+            usage_error(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+        checkpoint = torch.load(args.eval_checkpoint, map_location="cpu", weights_only=True)
+        args.env_id = checkpoint["args"]["env_id"]  # evaluate on the env the model was trained on
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    try:  # optional: the atari extra, imported only where it is used
+        import ale_py
+        import cv2  # noqa: F401 (used by WarpFrame)
+    except ImportError as e:
+        usage_error(f"Atari needs the atari extra ({e.name} is missing): pip install ale-py opencv-python-headless")
+    gym.register_envs(ale_py)  # the ALE ids, among them *NoFrameskip-v4
+    if not args.env_id.endswith("NoFrameskip-v4"):
+        usage_error(f"--env-id {args.env_id}: use an Atari *NoFrameskip-v4 id such as BreakoutNoFrameskip-v4 "
+                    f"(the wrappers skip frames themselves [A2], and other ids have sticky actions)")
+
+    # seeding; one torch thread: the envs step on the same CPU cores (2 threads ran 4x slower on 2 cores, measured)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.set_num_threads(1)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # [C1] vectorized architecture: num_envs envs stepped in lockstep. SAME_STEP autoreset, as baselines' VecEnv:
+    # the obs returned with done=True is already the first obs of the next episode (gymnasium 1.x defaults to NEXT_STEP)
+    num_envs = 1 if checkpoint is not None else args.num_envs
+    try:
+        envs = gym.vector.SyncVectorEnv(
+            [make_env(args.env_id, i, args.capture_video, run_name) for i in range(num_envs)],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+    except gym.error.Error as e:
+        usage_error(f"cannot make env {args.env_id!r}: {e}")
+
+    agent = Agent(envs).to(device)
+    if checkpoint is not None:
+        agent.load_state_dict(checkpoint["model"])
+        returns = evaluate(agent, envs, args.eval_episodes, device)
+        print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
+        envs.close()
+        return
+
+    if args.track:
+        try:
+            import wandb  # optional: imported only when asked for
+        except ImportError:
+            usage_error("--track needs wandb: pip install wandb")
+        wandb_kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
+                            config=vars(args), name=run_name, save_code=True)
+        try:  # without a network, wandb.init would wait; give up after 30 s and log offline instead
+            wandb.init(**wandb_kwargs, settings=wandb.Settings(init_timeout=30))
+        except Exception as e:
+            print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline, upload later with "
+                  f"`wandb sync`", file=sys.stderr)
+            wandb.init(**wandb_kwargs, mode="offline")
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
+
+    # [C3] Adam epsilon 1e-5. fused=True: one kernel for all parameters, the same math as the default loop, faster
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+
+    # rollout storage: (num_steps, num_envs, ...)
+    # [A9] frames stay uint8: a quarter of float32's memory, cheaper copies to a GPU
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+
+    global_step = 0
+    start_time = time.time()
+    recent_returns = deque(maxlen=20)
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = torch.as_tensor(next_obs, device=device)
+    next_done = torch.zeros(args.num_envs).to(device)  # [C1] next_obs and next_done carry across rollouts
+    next_lstm_state = agent.initial_state(args.num_envs)  # [L2] and so does the LSTM state
+    interrupted = False
+    try:
+        for iteration in range(1, args.num_iterations + 1):
+            # [L5] the state before the segment's first step, from which training re-runs every env's sequence
+            initial_lstm_state = (next_lstm_state[0].clone(), next_lstm_state[1].clone())
+            if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+
+            for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
+                global_step += args.num_envs
+                obs[step] = next_obs
+                dones[step] = next_done
+
+                with torch.inference_mode():  # like no_grad, with less bookkeeping per op
+                    action, logprob, _, value, next_lstm_state = agent.get_action_and_value(
+                        next_obs, next_lstm_state, next_done
+                    )
+                    values[step] = value.flatten()
+                actions[step] = action
+                logprobs[step] = logprob
+
+                next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
+                rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+                next_obs = torch.as_tensor(next_obs, device=device)
+                next_done = torch.as_tensor(next_done, dtype=torch.float32, device=device)
+
+                if "final_info" in infos and "episode" in infos["final_info"]:  # [A3] only whole games carry statistics
+                    episode = infos["final_info"]["episode"]
+                    for i in np.flatnonzero(infos["final_info"]["_episode"]):
+                        writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
+                        writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
+                        recent_returns.append(float(episode["r"][i]))
+
+            with torch.no_grad():
+                next_value = agent.get_value(next_obs, next_lstm_state, next_done).reshape(1, -1)[0]
+                advantages, returns = compute_gae(
+                    rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
+                )
+
+            # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
+            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+            b_logprobs = logprobs.reshape(-1)
+            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+            b_dones = dones.reshape(-1)
+            b_advantages = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+
+            flat_inds = torch.arange(args.batch_size, device=device).reshape(args.num_steps, args.num_envs)
+            clipfracs = []
+            for epoch in range(args.update_epochs):
+                # [C6, L4] one shuffle of the envs per epoch, cut into equal groups: a mini-batch holds the whole
+                # sequences of its envs, in step order, and every sample is used exactly once per epoch
+                env_inds = torch.randperm(args.num_envs, device=device)
+                for start in range(0, args.num_envs, args.minibatch_envs):
+                    mb_envs = env_inds[start : start + args.minibatch_envs]
+                    mb_inds = flat_inds[:, mb_envs].reshape(-1)  # step-major, as get_states expects
+
+                    _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
+                        b_obs[mb_inds],
+                        (initial_lstm_state[0][:, mb_envs], initial_lstm_state[1][:, mb_envs]),  # [L5]
+                        b_dones[mb_inds],  # [L3]
+                        b_actions.long()[mb_inds],
+                    )
+                    logratio = newlogprob - b_logprobs[mb_inds]
+                    ratio = logratio.exp()
+
+                    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
+                        old_approx_kl = (-logratio).mean()
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
+
+                    mb_advantages = b_advantages[mb_inds]
+                    if args.norm_adv:  # [C7] per mini-batch; population std, as numpy's in baselines
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std(correction=0) + 1e-8)
+
+                    # [C8] clipped surrogate objective
+                    pg_loss1 = -mb_advantages * ratio
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                    newvalue = newvalue.view(-1)
+                    if args.clip_vloss:  # [C9] value loss clipped around the old value
+                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                        )
+                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+                    else:
+                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef  # [C10] one loss, one optimizer
+
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # [C11] global gradient clipping
+                    optimizer.step()
+
+                if args.target_kl is not None and approx_kl > args.target_kl:  # [X3] early stopping, off by default
+                    break
+
+            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            var_y = np.var(y_true)
+            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+            # [C12] debug variables, from the last mini-batch (losses, KL) or the whole update (clipfrac)
+            sps = int(global_step / (time.time() - start_time))
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            if iteration % max(1, args.num_iterations // 20) == 0 or iteration in (1, args.num_iterations):
+                eta = (args.num_iterations * args.batch_size - global_step) / max(sps, 1)
+                recent = f"{np.mean(recent_returns):8.2f}" if recent_returns else "       -"
+                print(f"step {global_step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | "
+                      f"return (last {len(recent_returns):>2}) {recent} | ETA {time.strftime('%H:%M:%S', time.gmtime(eta))}",
+                      flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"\ninterrupted at step {global_step}: closing logs in runs/{run_name}", file=sys.stderr)
+
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.pt"
+        checkpoint = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "args": vars(args),
+                      "global_step": global_step}
+        torch.save(checkpoint, model_path + ".tmp")  # write, then rename: never a half-written model file
+        os.replace(model_path + ".tmp", model_path)
+        print(f"model saved to {model_path}")
+    envs.close()
+    writer.close()
+    if args.track:
+        wandb.finish()
+    if interrupted:
+        raise SystemExit(130)  # the shell's code for Ctrl-C
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

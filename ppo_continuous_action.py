@@ -1,0 +1,525 @@
+"""PPO for continuous (Box) actions with vector observations: MuJoCo and other continuous control.
+
+Parent: ppo.py. Adds the 9 continuous-action details of openai/baselines ppo2 on MuJoCo ([M1] ... [M9]):
+a Normal policy with a state-independent log std, actions clipped only on their way to the env, and
+baselines' VecNormalize (running observation normalization and reward scaling, both clipped to [-10, 10]).
+The normalization statistics are saved with the model and frozen when a checkpoint is evaluated.
+
+    python ppo_continuous_action.py --env-id Hopper-v4                  # train, logs in runs/<run_name>/
+    python ppo_continuous_action.py --save-model                        # also save the model + normalization
+    python ppo_continuous_action.py --eval-checkpoint runs/<run_name>/ppo_continuous_action.pt
+    python ppo_continuous_action.py --capture-video     # videos/<run_name>/; no display: EGL, or MUJOCO_GL=osmesa
+    tensorboard --logdir runs
+"""
+
+import math
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    """PPO (openai/baselines ppo2, 13 core + 9 continuous-action details) for Box-action envs (MuJoCo).
+    Train: `python ppo_continuous_action.py --env-id Hopper-v4 --seed 2`; logs: `tensorboard --logdir runs`;
+    save, then evaluate: `--save-model`, then `--eval-checkpoint runs/<run>/ppo_continuous_action.pt`."""
+
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """name of the experiment: runs are named {env_id}__{exp_name}__{seed}__{unix time}"""
+    seed: int = 1
+    """seed of python, numpy, torch and the envs (env i gets seed + i); any integer >= 0"""
+    torch_deterministic: bool = True
+    """make torch choose deterministic algorithms; off only trades reproducibility for GPU speed"""
+    cuda: bool = True
+    """use the GPU when torch sees one (ignored otherwise)"""
+    track: bool = False
+    """mirror the TensorBoard logs to Weights & Biases (pip install wandb; WANDB_MODE=offline without a network)"""
+    wandb_project_name: str = "ppo-details"
+    """the wandb project to log to (with --track)"""
+    wandb_entity: Optional[str] = None
+    """the wandb team or user to log under (with --track); default: your wandb default entity"""
+    capture_video: bool = False
+    """record videos of env 0's episodes into videos/{run_name}/ (needs moviepy; MuJoCo without a display: EGL)"""
+    save_model: bool = False
+    """save the agent and its normalization statistics to runs/{run_name}/{exp_name}.pt at the end (and on Ctrl-C)"""
+    eval_checkpoint: Optional[str] = None
+    """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
+    eval_episodes: int = 10
+    """number of episodes that --eval-checkpoint plays (1 to 1000)"""
+
+    env_id: str = "HalfCheetah-v4"
+    """gymnasium id of an env with Box actions and flat observations (Hopper-v4, Walker2d-v5, Pendulum-v1)"""
+    total_timesteps: int = 1000000
+    """env steps to train for, summed over all envs (1e6 for the MuJoCo benchmark)"""
+    learning_rate: float = 3e-4
+    """Adam learning rate at the start of training (1e-4 to 1e-3)"""
+    num_envs: int = 1
+    """number of envs stepped in lockstep (1 to 64; baselines used 1 on MuJoCo)"""
+    num_steps: int = 2048
+    """steps per env in each rollout segment; num_envs * num_steps is the batch (16 to 2048)"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0 over training [C4]"""
+    gamma: float = 0.99
+    """discount factor (0.9 to 0.999)"""
+    gae_lambda: float = 0.95
+    """GAE lambda: 0 is one-step TD, 1 is Monte Carlo (0.9 to 1) [C5]"""
+    num_minibatches: int = 32
+    """mini-batches per epoch; must divide num_envs * num_steps (1 to 64) [C6]"""
+    update_epochs: int = 10
+    """passes over the batch per update (1 to 10)"""
+    norm_adv: bool = True
+    """normalize advantages to mean 0, std 1 in each mini-batch [C7]"""
+    clip_coef: float = 0.2
+    """clip range of the probability ratio and of the value change (0.1 to 0.3) [C8, C9]"""
+    clip_vloss: bool = True
+    """clip the value loss around the old value estimate [C9]"""
+    ent_coef: float = 0.0
+    """weight of the entropy bonus (0 to 0.01; 0 in baselines on MuJoCo) [C10]"""
+    vf_coef: float = 0.5
+    """weight of the value loss (0.25 to 1) [C10]"""
+    max_grad_norm: float = 0.5
+    """clip the global gradient norm to this (0.5 in baselines) [C11]"""
+    target_kl: Optional[float] = None
+    """stop the epochs early once approx KL exceeds this (0.01 to 0.05); off by default [X3]"""
+
+    # Derived sizes, computed in this one place.
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    def problem(self) -> Optional[str]:
+        """The first thing wrong with these arguments, as a sentence for the user; None when all is well."""
+        for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
+                     "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
+            if getattr(self, name) <= 0:
+                return f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}"
+        if self.batch_size % self.num_minibatches:
+            return (f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
+                    f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches")
+        if self.num_iterations == 0 and self.eval_checkpoint is None:
+            return f"--total-timesteps {self.total_timesteps} is less than one batch ({self.batch_size} steps)"
+        return None
+
+
+class RunningMeanStd:
+    """[M6, M8] Mean and variance of every sample seen so far, updated one batch at a time (baselines' RunningMeanStd).
+
+    Batches are merged with the parallel-variance formula (Chan et al.), exact in float64. The statistics
+    start as a pseudo-sample of mean 0, variance 1 and weight epsilon, so they are defined before any update.
+    """
+
+    def __init__(self, shape=(), epsilon=1e-4):
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = epsilon
+
+    def update(self, x):
+        """x: (batch, *shape)."""
+        batch_mean, batch_var, batch_count = x.mean(axis=0), x.var(axis=0), x.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
+        self.var = m2 / total
+        self.count = total
+
+    def state_dict(self):  # tensors and floats only: torch.load(weights_only=True) accepts them
+        return {"mean": torch.tensor(self.mean), "var": torch.tensor(self.var), "count": float(self.count)}
+
+    def load_state_dict(self, state):
+        self.mean, self.var, self.count = state["mean"].double().numpy(), state["var"].double().numpy(), state["count"]
+
+
+class NormalizeVecEnv(gym.vector.VectorWrapper):
+    """baselines' VecNormalize: what the agent sees of the vector env; the episode statistics stay raw.
+
+    Statistics are shared by all envs and updated from every observation and return the rollout produces;
+    training=False freezes them (evaluation of a saved model).
+    """
+
+    def __init__(self, envs, gamma, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8):
+        super().__init__(envs)
+        self.obs_rms = RunningMeanStd(envs.single_observation_space.shape)
+        self.return_rms = RunningMeanStd(())
+        self.returns = np.zeros(envs.num_envs)  # (num_envs,) discounted return of each env's current episode
+        self.gamma, self.clip_obs, self.clip_reward, self.epsilon = gamma, clip_obs, clip_reward, epsilon
+        self.training = True
+
+    def normalize_obs(self, obs):
+        if self.training:
+            self.obs_rms.update(obs)
+        obs = (obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + self.epsilon)  # [M6] observation normalization
+        return np.clip(obs, -self.clip_obs, self.clip_obs).astype(np.float32)  # [M7] observation clipping
+
+    def reset(self, **kwargs):
+        obs, infos = self.env.reset(**kwargs)
+        self.returns[:] = 0
+        return self.normalize_obs(obs), infos
+
+    def step(self, actions):
+        obs, rewards, terminations, truncations, infos = self.env.step(actions)
+        # [M8] reward scaling: divide by the std of the discounted return, the mean is not subtracted
+        self.returns = self.returns * self.gamma + rewards
+        if self.training:
+            self.return_rms.update(self.returns)
+        rewards = rewards / np.sqrt(self.return_rms.var + self.epsilon)
+        rewards = np.clip(rewards, -self.clip_reward, self.clip_reward)  # [M9] reward clipping
+        self.returns[np.logical_or(terminations, truncations)] = 0  # the return restarts with the next episode
+        return self.normalize_obs(obs), rewards, terminations, truncations, infos
+
+
+def make_env(env_id, idx, capture_video, run_name):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = gym.make(env_id)
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        return env
+
+    return thunk
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)  # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    torch.nn.init.constant_(layer.bias, bias_const)  # [C2] biases 0
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, envs):
+        super().__init__()
+        obs_dim = int(np.prod(envs.single_observation_space.shape))
+        action_dim = int(np.prod(envs.single_action_space.shape))
+        # [C13, M4] separate policy and value networks, 2 x 64 tanh each (baselines' value_network="copy")
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),  # [C2] value output gain 1
+        )
+        self.actor = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, action_dim), std=0.01),  # [C2] policy output gain 0.01; [M1] the Normal's mean
+        )
+        self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))  # [M2] state-independent log std, initially 0
+
+    def get_value(self, x):
+        return self.critic(x)
+
+    def get_action(self, x):
+        """A sample of the policy and nothing else: what a rollout step needs."""
+        action_mean = self.actor(x)
+        return action_mean + self.actor_logstd.exp() * torch.randn_like(action_mean)  # [M1] a sample of the Normal
+
+    def get_action_and_value(self, x, action=None):
+        action_mean = self.actor(x)
+        action_logstd = self.actor_logstd.expand_as(action_mean)
+        action_std = action_logstd.exp()
+        if action is None:
+            action = action_mean + action_std * torch.randn_like(action_mean)  # [M1] a sample of Normal(mean, std)
+        # [M1] the Normal's log-density and entropy written out, as in baselines' DiagGaussianPd (same numbers as
+        # torch.distributions.Normal, at about half the cost per call); [M3] independent components: summed over dims
+        logprob = -0.5 * ((action - action_mean) / action_std) ** 2 - action_logstd - 0.5 * math.log(2 * math.pi)
+        entropy = action_logstd + 0.5 + 0.5 * math.log(2 * math.pi)
+        return action, logprob.sum(1), entropy.sum(1), self.critic(x)
+
+
+def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    """[C5] Generalized Advantage Estimation over one rollout segment; returns (advantages, returns).
+
+    rewards, values, dones: (num_steps, num_envs); next_value, next_done: (num_envs,), for the obs after the segment.
+    dones[t] = 1 means obs[t] is the first observation of a new episode [C1], so the episode ended with the
+    transition at t - 1 and V(obs[t]) must not be bootstrapped into it. As in baselines, a time-limit truncation
+    counts as an end too (no bootstrap). Returns are advantages + values, the TD(lambda) target.
+    """
+    next_nonterminal = 1.0 - torch.cat([dones[1:], next_done.unsqueeze(0)])  # (num_steps, num_envs)
+    next_values = torch.cat([values[1:], next_value.unsqueeze(0)])  # (num_steps, num_envs)
+    deltas = rewards + gamma * next_values * next_nonterminal - values
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        lastgaelam = deltas[t] + gamma * gae_lambda * next_nonterminal[t] * lastgaelam
+        advantages[t] = lastgaelam
+    return advantages, advantages + values
+
+
+def evaluate(agent, envs, num_episodes, device):
+    """Play the agent's stochastic policy until num_episodes episodes have ended; returns their (raw) returns."""
+    episodic_returns = []
+    next_obs, _ = envs.reset()
+    while len(episodic_returns) < num_episodes:
+        with torch.no_grad():
+            action, _, _, _ = agent.get_action_and_value(torch.as_tensor(next_obs, dtype=torch.float32, device=device))
+        action = np.clip(action.cpu().numpy(), envs.single_action_space.low, envs.single_action_space.high)  # [M5]
+        next_obs, _, _, _, infos = envs.step(action)
+        if "final_info" in infos:
+            for r, done in zip(infos["final_info"]["episode"]["r"], infos["final_info"]["_episode"]):
+                if done and len(episodic_returns) < num_episodes:
+                    print(f"eval episode {len(episodic_returns)}: return {r:.2f}")
+                    episodic_returns.append(float(r))
+    return episodic_returns
+
+
+def main(args: Args) -> None:
+    def usage_error(message):
+        """Bad input: one line on stderr and exit code 2, like argparse; no traceback."""
+        print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    if (problem := args.problem()) is not None:
+        usage_error(problem)
+    checkpoint = None
+    if args.eval_checkpoint is not None:
+        if not os.path.isfile(args.eval_checkpoint):
+            usage_error(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+        checkpoint = torch.load(args.eval_checkpoint, map_location="cpu", weights_only=True)
+        if "obs_rms" not in checkpoint:
+            usage_error(f"--eval-checkpoint {args.eval_checkpoint}: no normalization statistics (not saved by this script)")
+        args.env_id = checkpoint["args"]["env_id"]  # evaluate on the env the model was trained on
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+
+    # seeding; tiny MLPs run fastest on one CPU thread (more threads only add synchronization, measured)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.set_num_threads(1)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    if args.capture_video and sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")  # MuJoCo renders headless with EGL (or osmesa when set so)
+
+    # [C1] vectorized architecture: num_envs envs stepped in lockstep. SAME_STEP autoreset, as baselines' VecEnv:
+    # the obs returned with done=True is already the first obs of the next episode (gymnasium 1.x defaults to NEXT_STEP)
+    num_envs = 1 if checkpoint is not None else args.num_envs
+    try:
+        envs = gym.vector.SyncVectorEnv(
+            [make_env(args.env_id, i, args.capture_video, run_name) for i in range(num_envs)],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+    except gym.error.Error as e:
+        usage_error(f"cannot make env {args.env_id!r}: {e}")
+    if not isinstance(envs.single_action_space, gym.spaces.Box):
+        hint = {gym.spaces.Discrete: "ppo.py", gym.spaces.MultiDiscrete: "ppo_multidiscrete.py"}
+        usage_error(f"{args.env_id} has a {type(envs.single_action_space).__name__} action space; ppo_continuous_action.py "
+                    f"handles Box only: use {hint.get(type(envs.single_action_space), 'another script')}")
+    if not isinstance(envs.single_observation_space, gym.spaces.Box) or len(envs.single_observation_space.shape) != 1:
+        usage_error(f"{args.env_id} has observations {envs.single_observation_space}; ppo_continuous_action.py takes "
+                    f"flat vectors (use ppo_atari.py for images)")
+    envs = NormalizeVecEnv(envs, args.gamma)  # [M6]-[M9] baselines' VecNormalize, after the episode statistics
+    action_low, action_high = envs.single_action_space.low, envs.single_action_space.high
+
+    agent = Agent(envs).to(device)
+    if checkpoint is not None:
+        agent.load_state_dict(checkpoint["model"])
+        envs.obs_rms.load_state_dict(checkpoint["obs_rms"])  # observations normalized exactly as in training
+        envs.return_rms.load_state_dict(checkpoint["return_rms"])
+        envs.training = False  # frozen: evaluation must not move the statistics
+        returns = evaluate(agent, envs, args.eval_episodes, device)
+        print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
+        envs.close()
+        return
+
+    if args.track:
+        try:
+            import wandb  # optional: imported only when asked for
+        except ImportError:
+            usage_error("--track needs wandb: pip install wandb")
+        wandb_kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
+                            config=vars(args), name=run_name, save_code=True)
+        try:  # without a network, wandb.init would wait; give up after 30 s and log offline instead
+            wandb.init(**wandb_kwargs, settings=wandb.Settings(init_timeout=30))
+        except Exception as e:
+            print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline, upload later with "
+                  f"`wandb sync`", file=sys.stderr)
+            wandb.init(**wandb_kwargs, mode="offline")
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
+
+    # [C3] Adam epsilon 1e-5. fused=True: one kernel for all parameters, the same math as the default loop, faster
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+
+    # rollout storage: (num_steps, num_envs, ...)
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+
+    global_step = 0
+    start_time = time.time()
+    recent_returns = deque(maxlen=20)
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
+    next_done = torch.zeros(args.num_envs).to(device)  # [C1] next_obs and next_done carry across rollouts
+    interrupted = False
+    try:
+        for iteration in range(1, args.num_iterations + 1):
+            if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+
+            for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
+                global_step += args.num_envs
+                obs[step] = next_obs
+                dones[step] = next_done
+
+                with torch.inference_mode():  # like no_grad, with less bookkeeping per op
+                    action = agent.get_action(next_obs)  # log-probs and values come after the loop, for the segment
+                actions[step] = action
+
+                # [M5] the env gets the action clipped to its bounds; actions[step] keeps the unclipped sample
+                env_action = np.clip(action.cpu().numpy(), action_low, action_high)
+                next_obs, reward, terminations, truncations, infos = envs.step(env_action)
+                next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
+                rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+                next_obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
+                next_done = torch.as_tensor(next_done, dtype=torch.float32, device=device)
+
+                if "final_info" in infos:
+                    episode = infos["final_info"]["episode"]
+                    for i in np.flatnonzero(infos["final_info"]["_episode"]):
+                        writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
+                        writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
+                        recent_returns.append(float(episode["r"][i]))
+
+            with torch.no_grad():
+                # The parameters do not change during a rollout, so one batched call after it gives the log-probs and
+                # values that per-step calls would; the steps then run the actor alone (faster: README, Speed)
+                _, logprob, _, value = agent.get_action_and_value(obs.flatten(0, 1), actions.flatten(0, 1))
+                logprobs[:], values[:] = logprob.view_as(logprobs), value.view_as(values)
+                next_value = agent.get_value(next_obs).reshape(1, -1)[0]
+                advantages, returns = compute_gae(
+                    rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
+                )
+
+            # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
+            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+            b_logprobs = logprobs.reshape(-1)
+            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+            b_advantages = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+
+            clipfracs = []
+            for epoch in range(args.update_epochs):
+                # [C6] one shuffle per epoch, cut into equal mini-batches: every sample used exactly once per epoch
+                b_inds = torch.randperm(args.batch_size, device=device)
+                for start in range(0, args.batch_size, args.minibatch_size):
+                    mb_inds = b_inds[start : start + args.minibatch_size]
+
+                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+                    logratio = newlogprob - b_logprobs[mb_inds]
+                    ratio = logratio.exp()
+
+                    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
+                        old_approx_kl = (-logratio).mean()
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
+
+                    mb_advantages = b_advantages[mb_inds]
+                    if args.norm_adv:  # [C7] per mini-batch; population std, as numpy's in baselines
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std(correction=0) + 1e-8)
+
+                    # [C8] clipped surrogate objective
+                    pg_loss1 = -mb_advantages * ratio
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                    newvalue = newvalue.view(-1)
+                    if args.clip_vloss:  # [C9] value loss clipped around the old value
+                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                        )
+                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+                    else:
+                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef  # [C10] one loss, one optimizer
+
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # [C11] global gradient clipping
+                    optimizer.step()
+
+                if args.target_kl is not None and approx_kl > args.target_kl:  # [X3] early stopping, off by default
+                    break
+
+            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            var_y = np.var(y_true)
+            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+            # [C12] debug variables, from the last mini-batch (losses, KL) or the whole update (clipfrac)
+            sps = int(global_step / (time.time() - start_time))
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            if iteration % max(1, args.num_iterations // 20) == 0 or iteration in (1, args.num_iterations):
+                eta = (args.num_iterations * args.batch_size - global_step) / max(sps, 1)
+                recent = f"{np.mean(recent_returns):8.2f}" if recent_returns else "       -"
+                print(f"step {global_step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | "
+                      f"return (last {len(recent_returns):>2}) {recent} | ETA {time.strftime('%H:%M:%S', time.gmtime(eta))}",
+                      flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"\ninterrupted at step {global_step}: closing logs in runs/{run_name}", file=sys.stderr)
+
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.pt"
+        checkpoint = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "args": vars(args),
+                      "global_step": global_step, "obs_rms": envs.obs_rms.state_dict(),  # [M6] part of the model
+                      "return_rms": envs.return_rms.state_dict()}
+        torch.save(checkpoint, model_path + ".tmp")  # write, then rename: never a half-written model file
+        os.replace(model_path + ".tmp", model_path)
+        print(f"model saved to {model_path}")
+    envs.close()
+    writer.close()
+    if args.track:
+        wandb.finish()
+    if interrupted:
+        raise SystemExit(130)  # the shell's code for Ctrl-C
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

@@ -1,0 +1,552 @@
+"""PPO for MultiDiscrete-action envs with invalid action masking, parent: ppo_multidiscrete.py.
+
+ppo_multidiscrete.py ([C1] ... [C13], [D1]) plus [X4]: the env's action mask (in its observation, e.g.
+Jumanji/JobShop-v0's (10, 21) "action_mask") removes invalid choices from each component's Categorical, when acting
+and when the log-probs are recomputed in training, with the masks stored in the rollout.
+
+    python ppo_multidiscrete_mask.py --env-id Jumanji/JobShop-v0                # train, logs in runs/<run_name>/
+    python ppo_multidiscrete_mask.py --save-model                               # also save runs/<run_name>/*.pt
+    python ppo_multidiscrete_mask.py --eval-checkpoint runs/<run_name>/ppo_multidiscrete_mask.pt
+    tensorboard --logdir runs
+"""
+
+import os
+import random
+import sys
+import time
+import warnings
+from collections import deque
+from dataclasses import dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    """PPO (openai/baselines ppo2, 13 core details) with MultiDiscrete actions [D1] and action masking [X4].
+    Train: `python ppo_multidiscrete_mask.py --env-id Jumanji/RobotWarehouse-v0 --seed 2`; logs: `tensorboard --logdir runs`;
+    save, then evaluate: add `--save-model`, then `--eval-checkpoint runs/<run>/ppo_multidiscrete_mask.pt`."""
+
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """name of the experiment: runs are named {env_id}__{exp_name}__{seed}__{unix time}"""
+    seed: int = 1
+    """seed of python, numpy, torch and the envs (env i gets seed + i); any integer >= 0"""
+    torch_deterministic: bool = True
+    """make torch choose deterministic algorithms; off only trades reproducibility for GPU speed"""
+    cuda: bool = True
+    """use the GPU when torch sees one (ignored otherwise)"""
+    track: bool = False
+    """mirror the TensorBoard logs to Weights & Biases (pip install wandb; WANDB_MODE=offline without a network)"""
+    wandb_project_name: str = "ppo-details"
+    """the wandb project to log to (with --track)"""
+    wandb_entity: Optional[str] = None
+    """the wandb team or user to log under (with --track); default: your wandb default entity"""
+    capture_video: bool = False
+    """record videos of env 0's episodes into videos/{run_name}/ (needs moviepy)"""
+    save_model: bool = False
+    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training (and on Ctrl-C)"""
+    eval_checkpoint: Optional[str] = None
+    """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
+    eval_episodes: int = 10
+    """number of episodes that --eval-checkpoint plays (1 to 1000)"""
+
+    env_id: str = "Jumanji/JobShop-v0"
+    """envpool id of an env with MultiDiscrete actions (Jumanji/JobShop-v0, Jumanji/RobotWarehouse-v0, ...)"""
+    total_timesteps: int = 500000
+    """env steps to train for, summed over all envs (1e5 to 1e7)"""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate at the start of training (1e-4 to 1e-3)"""
+    num_envs: int = 4
+    """number of envs stepped in lockstep (1 to 64)"""
+    num_steps: int = 128
+    """steps per env in each rollout segment; num_envs * num_steps is the batch (16 to 2048)"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0 over training [C4]"""
+    gamma: float = 0.99
+    """discount factor (0.9 to 0.999)"""
+    gae_lambda: float = 0.95
+    """GAE lambda: 0 is one-step TD, 1 is Monte Carlo (0.9 to 1) [C5]"""
+    num_minibatches: int = 4
+    """mini-batches per epoch; must divide num_envs * num_steps (1 to 64) [C6]"""
+    update_epochs: int = 4
+    """passes over the batch per update (1 to 10)"""
+    norm_adv: bool = True
+    """normalize advantages to mean 0, std 1 in each mini-batch [C7]"""
+    clip_coef: float = 0.2
+    """clip range of the probability ratio and of the value change (0.1 to 0.3) [C8, C9]"""
+    clip_vloss: bool = True
+    """clip the value loss around the old value estimate [C9]"""
+    ent_coef: float = 0.01
+    """weight of the entropy bonus (0 to 0.05) [C10]"""
+    vf_coef: float = 0.5
+    """weight of the value loss (0.25 to 1) [C10]"""
+    max_grad_norm: float = 0.5
+    """clip the global gradient norm to this (0.5 in baselines) [C11]"""
+    target_kl: Optional[float] = None
+    """stop the epochs early once approx KL exceeds this (0.01 to 0.05); off by default [X3]"""
+
+    # Derived sizes, computed in this one place.
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    def problem(self) -> Optional[str]:
+        """The first thing wrong with these arguments, as a sentence for the user; None when all is well."""
+        for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
+                     "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
+            if getattr(self, name) <= 0:
+                return f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}"
+        if self.batch_size % self.num_minibatches:
+            return (f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
+                    f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches")
+        if self.num_iterations == 0 and self.eval_checkpoint is None:
+            return f"--total-timesteps {self.total_timesteps} is less than one batch ({self.batch_size} steps)"
+        return None
+
+
+class EnvpoolVecEnv:
+    """An envpool env seen as ppo.py sees its gymnasium vector env: SAME_STEP autoreset, flat float observations,
+    episodes in infos["final_info"], and MultiDiscrete actions; the action mask comes in infos["action_mask"].
+
+    Autoreset: envpool resets on the NEXT step, i.e. the step() after a done is a reset step whose action is ignored
+    and whose reward is 0. Stored as it comes, that step is a fake transition (last obs -> first obs of the next
+    episode, reward 0, not done) that GAE and the losses would learn as real. So here the envs that just finished
+    take their reset step at once (envpool steps a subset of its envs by id) and the obs returned with done=True is
+    already the first obs of the next episode, exactly as in ppo.py's SAME_STEP mode and baselines' VecEnv [C1].
+    No transition across a reset is stored, and the episode statistics count whole episodes, reset step excluded.
+    """
+
+    def __init__(self, envs, capture_video, run_name):
+        self.envs, self.run_name = envs, run_name
+        self.num_envs = envs.config["num_envs"]
+        space = envs.observation_space
+        self.keys = [k for k in space.spaces if k != "action_mask"] if isinstance(space, gym.spaces.Dict) else None
+        obs_dim = sum(int(np.prod(space[k].shape)) for k in self.keys) if self.keys else int(np.prod(space.shape))
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+        # envpool writes MultiDiscrete actions as an integer Box from 0: component j takes high[j] + 1 values
+        action_space = envs.action_space
+        if (isinstance(action_space, gym.spaces.Box) and np.issubdtype(action_space.dtype, np.integer)
+                and len(action_space.shape) == 1 and np.all(action_space.low == 0)):
+            action_space = gym.spaces.MultiDiscrete(action_space.high.astype(np.int64) + 1)
+        self.single_action_space = action_space
+        self.episode_returns = np.zeros(self.num_envs)
+        self.episode_lengths = np.zeros(self.num_envs, dtype=np.int64)
+        self.capture_video, self.frames, self.episode = capture_video, [], 0  # env 0's current episode and its frames
+
+    def flatten(self, obs):
+        """The one place where observations become network inputs: every entry of a dict observation except the
+        action mask, cast to float32 (not rescaled), flattened and concatenated in the env's key order."""
+        if self.keys is None:
+            return obs.reshape(self.num_envs, -1).astype(np.float32)
+        return np.concatenate([obs[k].reshape(self.num_envs, -1).astype(np.float32) for k in self.keys], axis=1)
+
+    def mask(self, obs):
+        """The action mask as (num_envs, sum(nvec)) booleans, component after component; all True if the env has none."""
+        if not isinstance(obs, dict) or "action_mask" not in obs:
+            return np.ones((self.num_envs, int(np.sum(self.single_action_space.nvec))), dtype=bool)
+        mask = obs["action_mask"].reshape(self.num_envs, len(self.single_action_space.nvec), -1)
+        return np.concatenate([mask[:, j, :n] for j, n in enumerate(self.single_action_space.nvec)], axis=1)
+
+    def record(self, done):
+        """--capture-video: env 0's episodes 0, 1, 8, 27, ..., 729, 1000, 2000, ... (gymnasium's schedule, as ppo.py's
+        RecordVideo) to mp4 files; frames are drawn for those episodes only (a Jumanji frame takes ~0.4 s)."""
+        if not self.capture_video:
+            return
+        from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video  # save_video needs moviepy
+
+        if capped_cubic_video_schedule(self.episode):
+            self.frames.append(self.envs.render(env_ids=[0])[0])
+        if done:
+            if self.frames:
+                save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=10)
+            self.frames, self.episode = [], self.episode + 1
+
+    def reset(self, seed=None):  # envpool seeds its envs when made (env i gets seed + i); seed is ignored here
+        obs, _ = self.envs.reset()
+        self.record(False)
+        return self.flatten(obs), {"action_mask": self.mask(obs)}
+
+    def step(self, actions):
+        obs, reward, terminations, truncations, _ = self.envs.step(actions)
+        dones = np.logical_or(terminations, truncations)
+        self.episode_returns += reward
+        self.episode_lengths += 1
+        self.record(dones[0])
+        infos = {}
+        if dones.any():
+            finished = np.flatnonzero(dones)
+            reset_obs, _, _, _, reset_info = self.envs.step(np.zeros_like(actions[finished]), finished)  # action ignored
+            if isinstance(obs, dict):
+                obs = {k: v.copy() for k, v in obs.items()}
+                for k in obs:
+                    obs[k][reset_info["env_id"]] = reset_obs[k]
+            else:
+                obs = obs.copy()
+                obs[reset_info["env_id"]] = reset_obs
+            if dones[0]:
+                self.record(False)  # the first frame of env 0's next episode
+            infos["final_info"] = {"episode": {"r": self.episode_returns.copy(), "l": self.episode_lengths.copy()},
+                                   "_episode": dones}
+            self.episode_returns[dones], self.episode_lengths[dones] = 0, 0
+        infos["action_mask"] = self.mask(obs)
+        return self.flatten(obs), reward, terminations, truncations, infos
+
+    def close(self):
+        self.envs.close()
+
+
+def make_env(env_id, num_envs, seed, capture_video, run_name):
+    import envpool  # optional: imported only here, so that the file imports without it
+
+    render_mode = {"render_mode": "rgb_array"} if capture_video else {}
+    envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed, **render_mode)
+    with warnings.catch_warnings():  # envpool's float64 space bounds make gymnasium warn: noise, not the user's problem
+        warnings.simplefilter("ignore")
+        return EnvpoolVecEnv(envs, capture_video, run_name)
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)  # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    torch.nn.init.constant_(layer.bias, bias_const)  # [C2] biases 0
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, envs):
+        super().__init__()
+        obs_dim = int(np.prod(envs.single_observation_space.shape))
+        self.nvec = envs.single_action_space.nvec.tolist()  # [D1] number of choices of each action component
+        # [C13] separate policy and value networks, 2 x 64 tanh each (baselines' value_network="copy")
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),  # [C2] value output gain 1
+        )
+        self.actor = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, sum(self.nvec)), std=0.01),  # [C2] policy output gain 0.01; [D1] sum(nvec) logits
+        )
+
+    def get_value(self, x):
+        return self.critic(x)
+
+    def get_action(self, x, mask):
+        """A sample of the policy and nothing else: what a rollout step needs."""
+        logits = torch.where(mask, self.actor(x), torch.tensor(-1e8, device=x.device))  # [X4] as below
+        split_logits = torch.split(logits, self.nvec, dim=1)  # [D1] one Categorical per component
+        return torch.stack([Categorical(logits=c, validate_args=False).sample() for c in split_logits], dim=1)
+
+    def get_action_and_value(self, x, mask, action=None):
+        logits = self.actor(x)
+        # [X4] invalid action masking: an invalid action's logit becomes -1e8, so after the softmax its probability is
+        # exactly 0 (exp underflows) and its logit gets exactly zero gradient (torch.where passes none to it).
+        # mask: (batch, sum(nvec)) booleans, True where valid. -1e8 rather than -inf: no inf - inf = nan anywhere.
+        logits = torch.where(mask, logits, torch.tensor(-1e8, device=logits.device))
+        # [D1] the logits split per component, one Categorical each: the components are independent given the obs,
+        # so log pi(a|s) = sum_j log pi_j(a_j|s) and the entropy is the sum of the components' entropies.
+        # validate_args=False: the logits come from our own network; the checks cost ~10% of a rollout step
+        split_logits = torch.split(logits, self.nvec, dim=1)
+        multi_probs = [Categorical(logits=component, validate_args=False) for component in split_logits]
+        if action is None:
+            action = torch.stack([probs.sample() for probs in multi_probs], dim=1)  # (batch, len(nvec))
+        logprob = torch.stack([probs.log_prob(a) for a, probs in zip(action.T, multi_probs)]).sum(0)
+        # [X4] the entropy counts valid actions only: -p log p is set to 0 where masked (p = 0 there anyway)
+        split_masks = torch.split(mask, self.nvec, dim=1)
+        entropy = torch.stack([torch.where(m, -probs.probs * probs.logits, 0.0).sum(1)
+                               for m, probs in zip(split_masks, multi_probs)]).sum(0)
+        return action, logprob, entropy, self.critic(x)
+
+
+def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    """[C5] Generalized Advantage Estimation over one rollout segment; returns (advantages, returns).
+
+    rewards, values, dones: (num_steps, num_envs); next_value, next_done: (num_envs,), for the obs after the segment.
+    dones[t] = 1 means obs[t] is the first observation of a new episode [C1], so the episode ended with the
+    transition at t - 1 and V(obs[t]) must not be bootstrapped into it. As in baselines, a time-limit truncation
+    counts as an end too (no bootstrap). Returns are advantages + values, the TD(lambda) target.
+    """
+    next_nonterminal = 1.0 - torch.cat([dones[1:], next_done.unsqueeze(0)])  # (num_steps, num_envs)
+    next_values = torch.cat([values[1:], next_value.unsqueeze(0)])  # (num_steps, num_envs)
+    deltas = rewards + gamma * next_values * next_nonterminal - values
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        lastgaelam = deltas[t] + gamma * gae_lambda * next_nonterminal[t] * lastgaelam
+        advantages[t] = lastgaelam
+    return advantages, advantages + values
+
+
+def evaluate(agent, envs, num_episodes, device):
+    """Play the agent's stochastic policy until num_episodes episodes have ended; returns their returns."""
+    episodic_returns = []
+    next_obs, infos = envs.reset()
+    while len(episodic_returns) < num_episodes:
+        with torch.no_grad():
+            action, _, _, _ = agent.get_action_and_value(torch.as_tensor(next_obs, dtype=torch.float32, device=device),
+                                                         torch.as_tensor(infos["action_mask"], device=device))
+        next_obs, _, _, _, infos = envs.step(action.cpu().numpy())
+        if "final_info" in infos:
+            for r, done in zip(infos["final_info"]["episode"]["r"], infos["final_info"]["_episode"]):
+                if done and len(episodic_returns) < num_episodes:
+                    print(f"eval episode {len(episodic_returns)}: return {r:.2f}")
+                    episodic_returns.append(float(r))
+    return episodic_returns
+
+
+def main(args: Args) -> None:
+    def usage_error(message):
+        """Bad input: one line on stderr and exit code 2, like argparse; no traceback."""
+        print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    if (problem := args.problem()) is not None:
+        usage_error(problem)
+    checkpoint = None
+    if args.eval_checkpoint is not None:
+        if not os.path.isfile(args.eval_checkpoint):
+            usage_error(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+        checkpoint = torch.load(args.eval_checkpoint, map_location="cpu", weights_only=True)
+        args.env_id = checkpoint["args"]["env_id"]  # evaluate on the env the model was trained on
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+
+    # seeding; tiny MLPs run fastest on one CPU thread (more threads only add synchronization, measured)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.set_num_threads(1)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # [C1] vectorized architecture: num_envs envs stepped in lockstep, in envpool's C++ threads. SAME_STEP autoreset,
+    # as baselines' VecEnv: the obs returned with done=True is already the first obs of the next episode (EnvpoolVecEnv)
+    num_envs = 1 if checkpoint is not None else args.num_envs
+    try:
+        envs = make_env(args.env_id, num_envs, args.seed, args.capture_video, run_name)
+    except ImportError:
+        usage_error("the envs come from envpool, which is not installed: pip install envpool")
+    except Exception as e:  # envpool refuses unknown ids with an AssertionError
+        usage_error(f"cannot make env {args.env_id!r}: {e}")
+    if not isinstance(envs.single_action_space, gym.spaces.MultiDiscrete):
+        hint = {gym.spaces.Box: "ppo_continuous_action.py", gym.spaces.Discrete: "ppo.py"}
+        usage_error(f"{args.env_id} has a {envs.single_action_space} action space; {os.path.basename(__file__)} handles "
+                    f"MultiDiscrete only: use {hint.get(type(envs.single_action_space), 'another script')}")
+
+    agent = Agent(envs).to(device)
+    if checkpoint is not None:
+        agent.load_state_dict(checkpoint["model"])
+        returns = evaluate(agent, envs, args.eval_episodes, device)
+        print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
+        envs.close()
+        return
+
+    if args.track:
+        try:
+            import wandb  # optional: imported only when asked for
+        except ImportError:
+            usage_error("--track needs wandb: pip install wandb")
+        wandb_kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
+                            config=vars(args), name=run_name, save_code=True)
+        try:  # without a network, wandb.init would wait; give up after 30 s and log offline instead
+            wandb.init(**wandb_kwargs, settings=wandb.Settings(init_timeout=30))
+        except Exception as e:
+            print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline, upload later with "
+                  f"`wandb sync`", file=sys.stderr)
+            wandb.init(**wandb_kwargs, mode="offline")
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
+
+    # [C3] Adam epsilon 1e-5. fused=True: one kernel for all parameters, the same math as the default loop, faster
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+
+    # rollout storage: (num_steps, num_envs, ...)
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    masks = torch.zeros((args.num_steps, args.num_envs, sum(agent.nvec)), dtype=torch.bool).to(device)  # [X4]
+
+    # where each component's choices start in the flat mask: component j's action a_j is mask column offsets[j] + a_j
+    offsets = torch.tensor(np.cumsum([0] + agent.nvec[:-1]), device=device)
+    global_step = 0
+    start_time = time.time()
+    recent_returns = deque(maxlen=20)
+    next_obs, infos = envs.reset(seed=args.seed)
+    next_obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
+    next_mask = torch.as_tensor(infos["action_mask"], device=device)  # (num_envs, sum(nvec)), True where valid
+    next_done = torch.zeros(args.num_envs).to(device)  # [C1] next_obs and next_done carry across rollouts
+    interrupted = False
+    try:
+        for iteration in range(1, args.num_iterations + 1):
+            if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+            invalid_actions = 0  # action components the env's mask marks invalid, in this rollout
+
+            for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
+                global_step += args.num_envs
+                obs[step] = next_obs
+                dones[step] = next_done
+                masks[step] = next_mask  # [X4] stored with the rollout, to recompute the same log-probs in training
+
+                with torch.inference_mode():  # like no_grad, with less bookkeeping per op
+                    action = agent.get_action(next_obs, next_mask)  # log-probs and values come after the loop
+                actions[step] = action
+                invalid_actions += (~next_mask.gather(1, offsets + action)).sum().item()
+
+                next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
+                rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+                next_obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
+                next_done = torch.as_tensor(next_done, dtype=torch.float32, device=device)
+                next_mask = torch.as_tensor(infos["action_mask"], device=device)
+
+                if "final_info" in infos:
+                    episode = infos["final_info"]["episode"]
+                    for i in np.flatnonzero(infos["final_info"]["_episode"]):
+                        writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
+                        writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
+                        recent_returns.append(float(episode["r"][i]))
+
+            with torch.no_grad():
+                # The parameters do not change during a rollout, so one batched call after it gives the log-probs and
+                # values that per-step calls would; the steps then run the actor alone (faster: README, Speed)
+                _, logprob, _, value = agent.get_action_and_value(
+                    obs.flatten(0, 1), masks.flatten(0, 1), actions.flatten(0, 1).long()  # [X4] the stored masks
+                )
+                logprobs[:], values[:] = logprob.view_as(logprobs), value.view_as(values)
+                next_value = agent.get_value(next_obs).reshape(1, -1)[0]
+                advantages, returns = compute_gae(
+                    rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
+                )
+
+            # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
+            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+            b_logprobs = logprobs.reshape(-1)
+            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+            b_advantages = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+            b_masks = masks.reshape(-1, sum(agent.nvec))
+
+            clipfracs = []
+            for epoch in range(args.update_epochs):
+                # [C6] one shuffle per epoch, cut into equal mini-batches: every sample used exactly once per epoch
+                b_inds = torch.randperm(args.batch_size, device=device)
+                for start in range(0, args.batch_size, args.minibatch_size):
+                    mb_inds = b_inds[start : start + args.minibatch_size]
+
+                    # [X4] the rollout's masks again: without them the new log-probs, and so the ratio, would be wrong
+                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                        b_obs[mb_inds], b_masks[mb_inds], b_actions.long()[mb_inds]
+                    )
+                    logratio = newlogprob - b_logprobs[mb_inds]
+                    ratio = logratio.exp()
+
+                    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
+                        old_approx_kl = (-logratio).mean()
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
+
+                    mb_advantages = b_advantages[mb_inds]
+                    if args.norm_adv:  # [C7] per mini-batch; population std, as numpy's in baselines
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std(correction=0) + 1e-8)
+
+                    # [C8] clipped surrogate objective
+                    pg_loss1 = -mb_advantages * ratio
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                    newvalue = newvalue.view(-1)
+                    if args.clip_vloss:  # [C9] value loss clipped around the old value
+                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                        )
+                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+                    else:
+                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef  # [C10] one loss, one optimizer
+
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # [C11] global gradient clipping
+                    optimizer.step()
+
+                if args.target_kl is not None and approx_kl > args.target_kl:  # [X3] early stopping, off by default
+                    break
+
+            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            var_y = np.var(y_true)
+            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+            # [C12] debug variables, from the last mini-batch (losses, KL) or the whole update (clipfrac)
+            sps = int(global_step / (time.time() - start_time))
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            writer.add_scalar("charts/invalid_action_rate", invalid_actions / (args.batch_size * len(offsets)), global_step)
+            if iteration % max(1, args.num_iterations // 20) == 0 or iteration in (1, args.num_iterations):
+                eta = (args.num_iterations * args.batch_size - global_step) / max(sps, 1)
+                recent = f"{np.mean(recent_returns):8.2f}" if recent_returns else "       -"
+                print(f"step {global_step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | "
+                      f"return (last {len(recent_returns):>2}) {recent} | ETA {time.strftime('%H:%M:%S', time.gmtime(eta))}",
+                      flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"\ninterrupted at step {global_step}: closing logs in runs/{run_name}", file=sys.stderr)
+
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.pt"
+        checkpoint = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "args": vars(args),
+                      "global_step": global_step}
+        torch.save(checkpoint, model_path + ".tmp")  # write, then rename: never a half-written model file
+        os.replace(model_path + ".tmp", model_path)
+        print(f"model saved to {model_path}")
+    envs.close()
+    writer.close()
+    if args.track:
+        wandb.finish()
+    if interrupted:
+        raise SystemExit(130)  # the shell's code for Ctrl-C
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

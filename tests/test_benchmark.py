@@ -1,0 +1,277 @@
+"""benchmark/run.py (the runner) and benchmark/report.py (the report), on fake runs: no real training here."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from helpers import REPO, assert_ok, assert_usage_error, load_script, test_env
+
+RUNNER = REPO / "benchmark" / "run.py"
+REPORT = REPO / "benchmark" / "report.py"
+
+# A stand-in for a training script: takes --env-id and --seed, appends a line to calls.txt, makes its run folder
+# under runs/, fails (exit 1) when its seed is listed in fail_seeds.txt, sleeps when asked (to be interrupted).
+FAKE = r'''
+import os, signal, sys, time
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+env_id, seed = args["--env-id"], args["--seed"]
+signal.signal(signal.SIGINT, lambda *_: (print("fake got SIGINT", flush=True), sys.exit(130)))
+with open("calls.txt", "a") as f:
+    f.write(f"{env_id} {seed} {os.environ.get('OMP_NUM_THREADS')}\n")
+print(f"fake run {env_id} seed {seed} started", flush=True)
+time.sleep(float(args.get("--sleep", 0)))
+os.makedirs(f"runs/{env_id}__fake__{seed}__{int(time.time())}", exist_ok=True)
+fail = open("fail_seeds.txt").read().split() if os.path.exists("fail_seeds.txt") else []
+if seed in fail:
+    print(f"fake run {env_id} seed {seed}: failing on purpose", file=sys.stderr)
+    sys.exit(1)
+'''
+
+
+def run_runner(cwd, *args, **kwargs):
+    return subprocess.run([sys.executable, str(RUNNER), *map(str, args)], cwd=cwd, env=test_env(),
+                          capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def run_report(cwd, *args):
+    return subprocess.run([sys.executable, str(REPORT), *map(str, args)], cwd=cwd, env=test_env(),
+                          capture_output=True, text=True, timeout=300)
+
+
+def calls(cwd):
+    path = cwd / "calls.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def states(out):
+    return {(d["env_id"], d["seed"]): d for d in (json.loads(p.read_text()) for p in out.glob("*.json"))}
+
+
+@pytest.fixture
+def fake(tmp_path):
+    (tmp_path / "fake.py").write_text(FAKE)
+    return tmp_path
+
+
+def test_failing_runs_are_reported_others_still_run_and_restart_skips_finished(fake):
+    grid = ["--command", "python fake.py", "--env-ids", "EnvA-v0", "EnvB-v0", "--seeds", 1, 2, 3, "--out", "out"]
+    (fake / "fail_seeds.txt").write_text("2")
+    proc = run_runner(fake, *grid, "--workers", 2)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert sorted(c.split()[:2] for c in calls(fake)) == sorted([e, s] for e in ("EnvA-v0", "EnvB-v0") for s in "123")
+    cores = len(os.sched_getaffinity(0))
+    assert {c.split()[2] for c in calls(fake)} == {str(max(1, cores // 2))}  # OMP_NUM_THREADS = cores // workers
+    st = states(fake / "out")
+    assert {k: d["status"] for k, d in st.items()} == {
+        (e, s): "failed" if s == 2 else "done" for e in ("EnvA-v0", "EnvB-v0") for s in (1, 2, 3)}
+    assert st[("EnvA-v0", 2)]["returncode"] == 1
+    # the end of the output names each failure, its exit code and its log, which holds what the run printed
+    summary = proc.stdout[proc.stdout.index("finished"):]
+    assert "4 succeeded" in summary and "2 failed" in summary
+    for env_id in ("EnvA-v0", "EnvB-v0"):
+        assert f"FAILED {env_id} seed 2: exit 1" in summary
+        log = next((fake / "out").glob(f"fake__{env_id}__2__*.log")).read_text()
+        assert "failing on purpose" in log and f"fake run {env_id} seed 2 started" in log
+    # the run folder each finished run wrote is recorded for report.py --sweep
+    assert st[("EnvB-v0", 3)]["run_names"] == [p.name for p in (fake / "runs").glob("EnvB-v0__fake__3__*")]
+
+    # restart: only the failed runs run again (and fail again)
+    n = len(calls(fake))
+    proc = run_runner(fake, *grid, "--workers", 2)
+    assert proc.returncode == 1
+    assert "4 already done" in proc.stdout
+    assert sorted(calls(fake)[n:]) == sorted(c for c in calls(fake)[n:] if c.split()[1] == "2")
+    assert len(calls(fake)[n:]) == 2
+
+    # the cause fixed, a restart runs the two failed runs, then nothing is left to run
+    (fake / "fail_seeds.txt").write_text("")
+    n = len(calls(fake))
+    proc = run_runner(fake, *grid)
+    assert_ok(proc)
+    assert sorted(c.split()[:2] for c in calls(fake)[n:]) == [["EnvA-v0", "2"], ["EnvB-v0", "2"]]
+    assert {d["status"] for d in states(fake / "out").values()} == {"done"}
+    n = len(calls(fake))
+    assert_ok(run_runner(fake, *grid))
+    assert calls(fake)[n:] == []
+
+    # an edit to the script: the runs done stay done, unless --rerun-on-edit
+    (fake / "fake.py").write_text(FAKE + "# edited\n")
+    assert_ok(run_runner(fake, *grid))
+    assert calls(fake)[n:] == []
+    assert_ok(run_runner(fake, *grid, "--workers", 2, "--rerun-on-edit"))
+    assert len(calls(fake)[n:]) == 6
+    n = len(calls(fake))
+    assert_ok(run_runner(fake, *grid, "--rerun-on-edit"))
+    assert calls(fake)[n:] == []
+
+
+def test_cwd_runs_the_command_elsewhere(fake):
+    (fake / "work").mkdir()
+    assert_ok(run_runner(fake, "--command", "python fake.py", "--env-ids", "ALE/Fake-v5", "--num-seeds", 2,
+                         "--cwd", "work", "--out", "out"))
+    cores = len(os.sched_getaffinity(0))
+    assert sorted(calls(fake / "work")) == [f"ALE/Fake-v5 1 {cores}", f"ALE/Fake-v5 2 {cores}"]
+    # an env id with a slash nests the run folder; the state names it relative to runs/
+    made = sorted(p.relative_to(fake / "work" / "runs").as_posix() for p in (fake / "work" / "runs" / "ALE").iterdir())
+    assert len(made) == 2
+    assert sorted(name for d in states(fake / "out").values() for name in d["run_names"]) == made
+
+
+def test_ctrl_c_stops_the_runs_and_a_restart_runs_them_again(fake):
+    grid = ["--command", "python fake.py --sleep 600", "--env-ids", "EnvA-v0", "--seeds", 1, 2, "--workers", 2,
+            "--out", "out"]
+    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=test_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
+    while len(calls(fake)) < 2 and time.time() < deadline:
+        time.sleep(0.1)
+    assert len(calls(fake)) == 2  # both started (and handle SIGINT: they install the handler before writing)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    assert "interrupted" in stderr
+    for log in (fake / "out").glob("*.log"):
+        assert "fake got SIGINT" in log.read_text()  # each run was stopped with SIGINT, not killed
+    assert states(fake / "out") == {}  # nothing recorded as done
+    out = run_runner(fake, *grid, "--dry-run").stdout
+    assert "0 already done" in out and out.count("would run:") == 2
+
+
+def test_usage_errors(fake):
+    assert_usage_error(run_runner(fake, "--command", "python fake.py", "--env-ids", "A", "--workers", 0), "--workers")
+    assert_usage_error(run_runner(fake, "--command", "python fake.py", "--env-ids", "A", "--cwd", "nope"), "--cwd")
+    assert_usage_error(run_report(fake, "--runs", "nope"), "--runs")
+    assert_usage_error(run_report(fake, "--runs", ".", "--last", 0), "--last")
+
+
+# ---------------------------------------------------------------------------------------------- report.py
+
+def write_run(runs, env_id, exp_name, seed, stamp, total, returns, sps, wall, last_step=None, t0=1000.0):
+    """A run folder as a ppo*.py script writes it: hyperparameters text, episodic returns spread evenly over
+    [0, last_step], charts/SPS at the middle and the end; scalar wall times from t0 to t0 + wall."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    last_step = total if last_step is None else last_step
+    writer = SummaryWriter(str(runs / f"{env_id}__{exp_name}__{seed}__{stamp}"))
+    params = {"exp_name": exp_name, "seed": seed, "env_id": env_id, "total_timesteps": total}
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in params.items()))
+    writer.add_scalar("charts/SPS", sps[0], last_step // 2, walltime=t0)
+    for i, r in enumerate(returns):
+        writer.add_scalar("charts/episodic_return", r, last_step * (i + 1) // len(returns),
+                          walltime=t0 + wall * (i + 1) / (len(returns) + 1))
+    writer.add_scalar("charts/SPS", sps[1], last_step, walltime=t0 + wall)
+    writer.close()
+
+
+def table_row(text, *first_cells):
+    """The cells of the Markdown table row that starts with these cells."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[: len(first_cells)] == list(first_cells):
+            return cells
+    raise AssertionError(f"no row {first_cells} in:\n{text}")
+
+
+@pytest.fixture(scope="module")
+def fake_runs(tmp_path_factory):
+    """3 seeds of ppo on CartPole-v1 at 500k with known numbers, plus a run superseded by a newer run of its seed,
+    an incomplete run, and a 1k-step group. Returns (runs folder, expected per-seed numbers)."""
+    runs = tmp_path_factory.mktemp("report") / "runs"
+    rng = np.random.default_rng(0)
+    expected = {}
+    for seed in (1, 2, 3):
+        returns = np.concatenate([np.full(10, 1000.0), rng.uniform(0, 100 * seed, 20)])  # the first 10 must not count
+        expected[seed] = dict(ret=returns[-20:].mean(), sps=100.0 * seed, wall=10.0 * seed)
+        write_run(runs, "CartPole-v1", "ppo", seed, 2000 + seed, 500000, returns, (5.0, 100.0 * seed), 10.0 * seed)
+    write_run(runs, "CartPole-v1", "ppo", 1, 1000, 500000, np.zeros(30), (1.0, 1.0), 5.0)  # older run of seed 1
+    write_run(runs, "CartPole-v1", "ppo", 4, 3000, 500000, np.zeros(30), (1.0, 1.0), 5.0, last_step=1000)  # stopped
+    write_run(runs, "CartPole-v1", "ppo", 1, 4000, 1000, np.array([7.0, 9.0]), (3.0, 4.0), 2.0)  # another budget
+    write_run(runs, "ALE/Pong-v5", "ppo_atari_envpool", 1, 5000, 2000, np.array([-21.0, -20.0]), (3.0, 4.0), 2.0)
+    return runs, expected
+
+
+def test_report_table_numbers(fake_runs, tmp_path):
+    runs, expected = fake_runs
+    proc = run_report(tmp_path, "--runs", runs, "--out", tmp_path / "results" / "cc", "--note", "Command: test")
+    assert_ok(proc)
+    text = (tmp_path / "results" / "cc.md").read_text()
+    assert text == proc.stdout[proc.stdout.index("# "):]
+    assert "Command: test" in text
+    assert "population std, ddof=0" in text
+    rets = [expected[s]["ret"] for s in (1, 2, 3)]
+    row = table_row(text, "ppo", "CartPole-v1", "500k")
+    assert row[3] == "3 (1,2,3)"  # seed 4 stopped early; seed 1's older run is superseded
+    assert row[4] == f"{np.mean(rets):.2f} ± {np.std(rets):.2f}"
+    assert row[5] == "200"  # mean final SPS
+    assert row[6] == "20 s"  # mean wall time
+    assert row[7:] == ["492.40 ± 13.05", "497.54 ± 4.02", "496.8, 9107 SPS, 58 s"]
+    row = table_row(text, "ppo", "CartPole-v1", "1k")
+    assert row[3:7] == ["1 (1)", "8.00", "4", "2 s"]
+    assert row[7] == "492.40 ± 13.05 @500k"
+    assert table_row(text, "ppo_atari_envpool", "ALE/Pong-v5", "2k")[3:5] == ["1 (1)", "-20.50"]  # a nested run folder
+    # the per-run table lists every run, the left-out ones with the reason
+    assert table_row(text, "CartPole-v1__ppo__1__1000")[-1] == "superseded by a newer run of the same seed"
+    assert table_row(text, "CartPole-v1__ppo__4__3000")[-1] == "incomplete"
+    for seed in (1, 2, 3):
+        assert table_row(text, f"CartPole-v1__ppo__{seed}__{2000 + seed}")[3] == f"{expected[seed]['ret']:.2f}"
+
+    proc = run_report(tmp_path, "--runs", runs, "--std", "sample", "--include", "__[23]__")
+    assert_ok(proc)
+    row = table_row(proc.stdout, "ppo", "CartPole-v1", "500k")
+    assert row[3] == "2 (2,3)"
+    assert row[4] == f"{np.mean(rets[1:]):.2f} ± {np.std(rets[1:], ddof=1):.2f}"
+    assert "sample std, ddof=1" in proc.stdout
+
+
+def test_report_plots_are_png(fake_runs, tmp_path):
+    import matplotlib.pyplot as plt
+
+    runs, _ = fake_runs
+    assert_ok(run_report(tmp_path, "--runs", runs, "--out", tmp_path / "cc"))
+    pngs = list((tmp_path / "cc").iterdir())
+    assert sorted(p.name for p in pngs) == ["ALE_Pong-v5.png", "CartPole-v1.png"]
+    for png in pngs:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert plt.imread(png).shape[:2] == (400, 600)
+    text = (tmp_path / "cc.md").read_text()
+    assert "![CartPole-v1](cc/CartPole-v1.png)" in text and "![ALE/Pong-v5](cc/ALE_Pong-v5.png)" in text
+
+
+def test_report_sweep_picks_the_runner_runs(fake_runs, tmp_path):
+    runs, _ = fake_runs
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "a.json").write_text(json.dumps(
+        {"status": "done", "run_names": ["CartPole-v1__ppo__2__2002", "CartPole-v1__ppo__3__2003"]}))
+    (tmp_path / "state" / "b.json").write_text(json.dumps(
+        {"status": "failed", "run_names": ["CartPole-v1__ppo__1__2001"]}))
+    proc = run_report(tmp_path, "--runs", runs, "--sweep", tmp_path / "state")
+    assert_ok(proc)
+    assert table_row(proc.stdout, "ppo", "CartPole-v1", "500k")[3] == "2 (2,3)"
+    assert "1k" not in proc.stdout and "Pong" not in proc.stdout
+
+
+def test_learning_curve_and_reference_matching():
+    sys.path.insert(0, str(REPO / "benchmark"))
+    report = load_script("benchmark/report.py")
+    returns = np.array([1.0, 2.0, 6.0, 3.0, 8.0])
+    run = {"scalars": {"charts/episodic_return": (np.arange(5) * 10.0, returns, np.zeros(5))}}
+    steps, curve = report.learning_curve(run, 3)
+    expected = [returns[max(0, i - 2): i + 1].mean() for i in range(5)]  # mean of the last 3 episodes up to each
+    np.testing.assert_allclose(curve, expected)
+    np.testing.assert_array_equal(steps, np.arange(5) * 10.0)
+    assert report.env_matches("Hopper", "Hopper-v4") and report.env_matches("Breakout-v5", "Breakout-v5")
+    assert not report.env_matches("Breakout-v5", "Breakout-v4") and not report.env_matches("Hopper", "HopperX-v4")
+    assert [report.fmt_steps(n) for n in (500000, 10**7, 1234)] == ["500k", "10M", "1234"]
+
+
+def test_a_command_that_cannot_start_is_a_failed_run(tmp_path):
+    proc = run_runner(tmp_path, "--command", "no-such-program-xyz", "--env-ids", "A", "--seeds", 1, "--out", "out")
+    assert proc.returncode == 1
+    assert "FAILED A seed 1: exit 127" in proc.stdout and "No such file" in proc.stdout
+    assert states(tmp_path / "out")[("A", 1)]["status"] == "failed"

@@ -1,0 +1,216 @@
+"""ppo_atari.py: the Atari preprocessing [A1]-[A7] checked on the real emulator against independent computations,
+the network [A8]-[A9], and the script's behaviour as a user sees it."""
+
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from helpers import (METRICS, assert_ok, assert_usage_error, load_script, read_scalars, run_dirs, run_script,
+                     test_env)
+
+ale_py = pytest.importorskip("ale_py")
+cv2 = pytest.importorskip("cv2")
+gym.register_envs(ale_py)
+
+atari = load_script("ppo_atari.py")
+BREAKOUT = "BreakoutNoFrameskip-v4"
+# 4 iterations of 2 envs x 128 steps: 512 agent steps per env, enough for random play to end a few Breakout games
+SHORT = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1024"]
+TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "128"]
+
+
+def make(env_id=BREAKOUT):
+    return atari.make_env(env_id, 0, False, "test")()
+
+
+def wrappers(env):
+    """The chain of wrappers, outermost first."""
+    chain = []
+    while isinstance(env, gym.Wrapper):
+        chain.append(env)
+        env = env.env
+    return chain
+
+
+def test_a3_lost_life_ends_episode_but_reset_continues_the_game():
+    env = make()
+    ale = env.unwrapped.ale
+    env.reset(seed=3)
+    assert ale.lives() == 5
+    games, lives_seen, clipped_sum, steps = 0, [], 0.0, 0
+    while games < 2:
+        # NOOP after the FIRE of each reset: the ball is in play and the paddle never moves, so lives go fast
+        _, reward, terminated, truncated, info = env.step(0)
+        clipped_sum += reward
+        steps += 1
+        assert steps < 5000, "no life lost in 5000 steps"
+        if not (terminated or truncated):
+            continue
+        assert terminated and not truncated
+        lives, frame = ale.lives(), ale.getEpisodeFrameNumber()
+        if lives > 0:  # a lost life: done for learning, no whole-game statistics, and reset() continues the game
+            assert "episode" not in info
+            env.reset()
+            assert ale.lives() == lives  # not back to 5
+            # the same game: its frame counter went on (a no-op step, then FIRE and action 2: 3 x 4 frames)
+            assert ale.getEpisodeFrameNumber() == frame + 12
+            lives_seen.append(lives)
+        else:  # the last life: the game is over and the statistics cover the whole game
+            assert lives_seen == [4, 3, 2, 1]
+            # recorded innermost: one count per emulator frame of the whole game, the no-op frames included
+            assert info["episode"]["l"] == frame
+            assert info["episode"]["r"] >= clipped_sum  # Breakout's raw rewards are >= 1 where the clipped are 1
+            env.reset()
+            assert ale.lives() == 5 and ale.getEpisodeFrameNumber() <= 30 + 8  # a new game
+            games, lives_seen, clipped_sum = games + 1, [], 0.0
+    env.close()
+
+
+def test_a1_a4_reset_plays_1_to_30_noops_then_fire():
+    frames = []
+    for seed in range(8):
+        env = make()
+        env.reset(seed=seed)
+        frames.append(env.unwrapped.ale.getEpisodeFrameNumber())
+        env.close()
+    # k no-op frames (1 <= k <= 30) [A1], then FIRE and action 2, one agent step (4 frames) each [A4]
+    assert all(1 + 8 <= f <= 30 + 8 for f in frames), frames
+    assert len(set(frames)) > 1, frames  # random, and drawn from the seeded env
+
+
+def test_a4_fire_reset_only_for_games_with_fire():
+    assert "FIRE" in make(BREAKOUT).unwrapped.get_action_meanings()
+    assert any(isinstance(w, atari.FireReset) for w in wrappers(make(BREAKOUT)))
+    freeway = make("FreewayNoFrameskip-v4")
+    assert "FIRE" not in freeway.unwrapped.get_action_meanings()
+    assert not any(isinstance(w, atari.FireReset) for w in wrappers(freeway))
+
+
+@pytest.mark.parametrize("env_id", [BREAKOUT, "PongNoFrameskip-v4"])  # Breakout loses lives, Pong scores often
+def test_a2_a5_a6_a7_step_against_the_raw_emulator(env_id):
+    """Each agent step, replayed from a saved emulator state frame by frame: 4 frames of the same action, rewards
+    summed then clipped to their sign, the max of the last two RGB frames, grayscale then 84x84 area resize."""
+    env = make(env_id)
+    raw = env.unwrapped
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8 and env.observation_space.shape == (4, 84, 84)
+    assert all(np.array_equal(obs[i], obs[3]) for i in range(3))  # [A7] a reset fills the stack with its frame
+    rng = np.random.default_rng(0)
+    rewards_seen = ends_seen = 0
+    for _ in range(300):
+        action = int(rng.integers(env.action_space.n))
+        state = raw.ale.cloneState()
+        lives = raw.ale.lives()
+        new_obs, reward, terminated, truncated, _ = env.step(action)
+        after = raw.ale.cloneState()
+        raw.ale.restoreState(state)
+        frames, total = [], 0.0
+        for _ in range(4):
+            frame, r, game_over, _, _ = raw.step(action)
+            frames.append(frame)
+            total += r
+            if game_over:
+                break
+        if len(frames) == 4:
+            gray = cv2.cvtColor(np.maximum(frames[2], frames[3]), cv2.COLOR_RGB2GRAY)  # [A2] max of the last two
+            expected = cv2.resize(gray, (84, 84), interpolation=cv2.INTER_AREA)  # [A5]
+            assert np.array_equal(new_obs[3], expected)
+            assert np.array_equal(new_obs[:3], obs[1:])  # [A7] the stack shifts by one frame
+        assert reward == np.sign(total)  # [A2] summed over the 4 frames, [A6] then clipped to its sign
+        rewards_seen += total != 0
+        raw.ale.restoreState(after)
+        obs = new_obs
+        if terminated or truncated:
+            assert raw.ale.lives() < lives or truncated
+            ends_seen += 1
+            obs, _ = env.reset()
+    # the check covered the steps that matter too: lost lives in Breakout, points in Pong
+    assert (ends_seen if env_id == BREAKOUT else rewards_seen) > 0, (ends_seen, rewards_seen)
+    env.close()
+
+
+def test_a6_clips_by_sign_not_by_range():
+    (clip,) = [w for w in wrappers(make()) if isinstance(w, gym.wrappers.TransformReward)]
+    assert [clip.reward(r) for r in (-7.0, -0.5, 0.0, 0.25, 1.0, 400.0)] == [-1, -1, 0, 1, 1, 1]
+
+
+def test_a8_a9_shared_cnn_on_uint8_frames():
+    envs = SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (4, 84, 84), np.uint8),
+                           single_action_space=gym.spaces.Discrete(6))
+    torch.manual_seed(0)
+    agent = atari.Agent(envs)
+    x = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
+    _, logprob, entropy, value = agent.get_action_and_value(x)
+    assert logprob.shape == (5,) and value.shape == (5, 1)
+    # [A9] the network scales uint8 pixels to [0, 1]; [A8] policy and value heads read the same 512 features
+    features = agent.network(x.float() / 255.0)
+    assert features.shape == (5, 512)
+    torch.testing.assert_close(value, agent.critic(features))
+    torch.testing.assert_close(agent.get_value(x), agent.critic(features))
+    np.testing.assert_allclose(torch.linalg.svdvals(agent.actor.weight.detach().double()).numpy(), 0.01, rtol=1e-5)
+    np.testing.assert_allclose(torch.linalg.svdvals(agent.critic.weight.detach().double()).numpy(), 1.0, rtol=1e-5)
+
+
+class RecordingAgent(atari.Agent):
+    """The script's Agent, remembering the dtype of the frames the rollout stored and training read back."""
+
+    dtypes = set()
+
+    def get_action_and_value(self, x, action=None):
+        RecordingAgent.dtypes.add((action is not None, x.dtype))
+        return super().get_action_and_value(x, action)
+
+
+def test_a9_rollout_buffer_keeps_uint8(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(atari, "Agent", RecordingAgent)
+    RecordingAgent.dtypes = set()
+    atari.main(atari.Args(num_envs=2, num_steps=16, total_timesteps=32, num_minibatches=2, update_epochs=1))
+    assert RecordingAgent.dtypes == {(False, torch.uint8), (True, torch.uint8)}
+
+
+def test_short_run_copied_alone_writes_every_metric(tmp_path):
+    proc = run_script("ppo_atari.py", *SHORT, "--save-model", cwd=tmp_path, alone=True)
+    assert_ok(proc)
+    (run_dir,) = run_dirs(tmp_path)
+    scalars = read_scalars(run_dir)
+    for tag in METRICS:
+        assert tag in scalars and all(np.isfinite(v) for _, v in scalars[tag]), tag
+    # whole games of raw score: Breakout scores are whole points, and a game of 5 lives lasts hundreds of frames
+    returns = [v for _, v in scalars["charts/episodic_return"]]
+    lengths = [v for _, v in scalars["charts/episodic_length"]]
+    assert all(r >= 0 and r == int(r) for r in returns) and min(lengths) > 200, (returns, lengths)
+    assert len(scalars["charts/learning_rate"]) == 4
+    assert (run_dir / "ppo_atari.pt").is_file()
+    assert "step" in proc.stdout and "SPS" in proc.stdout
+
+
+def test_save_then_evaluate_plays_whole_games(tmp_path):
+    assert_ok(run_script("ppo_atari.py", *TINY, "--save-model", cwd=tmp_path))
+    (model,) = run_dirs(tmp_path)[0].glob("*.pt")
+    proc = run_script("ppo_atari.py", "--eval-checkpoint", model, "--eval-episodes", "2", cwd=tmp_path)
+    assert_ok(proc)
+    episodes = [line for line in proc.stdout.splitlines() if line.startswith("eval episode")]
+    assert len(episodes) == 2
+    assert f"{BREAKOUT}: mean return" in proc.stdout
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--env-id", "CartPole-v1"], ["NoFrameskip-v4", "CartPole-v1"]),
+    (["--env-id", "Breakout-v5"], ["NoFrameskip-v4"]),
+    (["--env-id", "NoSuchGameNoFrameskip-v4"], ["NoSuchGameNoFrameskip-v4"]),
+    (["--num-minibatches", "3"], ["does not split"]),
+])
+def test_bad_input_is_one_line_error(tmp_path, args, fragments):
+    assert_usage_error(run_script("ppo_atari.py", *args, cwd=tmp_path), *fragments)
+
+
+def test_missing_ale_py_is_one_line_error(tmp_path):
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "ale_py.py").write_text("raise ModuleNotFoundError(\"No module named 'ale_py'\", name='ale_py')\n")
+    proc = run_script("ppo_atari.py", *TINY, cwd=tmp_path, env=test_env(PYTHONPATH=str(fake)))
+    assert_usage_error(proc, "ale-py", "pip install")

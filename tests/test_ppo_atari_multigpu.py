@@ -1,0 +1,222 @@
+"""ppo_atari_multigpu.py: data parallelism over torchrun processes on CPU (gloo). The gradient all-reduce [G3] against
+an independent mean, two ranks that train and end with identical weights [G1]-[G3], rank 0 alone writing, one
+process equal to ppo_atari.py, and bad launches, crashed and hung ranks ending the run with an error in bounded time."""
+
+import subprocess
+import sys
+import textwrap
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from helpers import (METRICS, REPO, assert_ok, assert_usage_error, load_script, read_scalars, run_dirs, run_script,
+                     test_env)
+
+pytest.importorskip("ale_py")
+pytest.importorskip("cv2")
+
+SCRIPT = "ppo_atari_multigpu.py"
+mg = load_script(SCRIPT)
+# 2 envs over 2 ranks (1 each) x 128 steps x 3 iterations: enough for random play to end a Breakout game on rank 0
+TWO_RANKS = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "768", "--seed", "5"]
+# the smallest run that reaches a second update: 2 iterations of 2 envs x 16 steps, one mini-batch, one epoch
+TINY = ["--num-envs", "2", "--num-steps", "16", "--total-timesteps", "64", "--num-minibatches", "1",
+        "--update-epochs", "1"]
+
+
+def torchrun(*args, cwd, nproc=2, env=None, timeout=300):
+    """`torchrun --standalone --nproc_per_node=<nproc> <args>` as a user types it (python -m: the same launcher)."""
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *map(str, args)],
+        cwd=cwd, env=env or test_env(), capture_output=True, text=True, timeout=timeout,
+    )
+
+
+# --- [G3] the all-reduce, in a real 2-process gloo group -----------------------------------------------------------
+
+def _reduce_in_group(rank, world_size, store, grads, out):
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.Flatten(), torch.nn.Linear(12, 5))
+    model[0].bias.requires_grad_(False)  # a parameter without a gradient: skipped by every rank alike
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    for p, g in zip(trainable, grads[rank]):
+        p.grad = g.clone()
+    calls = []
+    all_reduce = dist.all_reduce
+    dist.all_reduce = lambda *a, **k: calls.append(1) or all_reduce(*a, **k)  # count the collectives
+    mg.all_reduce_gradients(model.parameters(), world_size)
+    dist.all_reduce = all_reduce
+    torch.save({"grads": [p.grad for p in trainable], "frozen_grad": model[0].bias.grad, "calls": len(calls)},
+               f"{out}/rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_g3_all_reduce_gives_every_rank_the_mean_gradient_in_one_collective(tmp_path):
+    world_size = 2
+    shapes = [(3, 2, 3, 3), (5, 12), (5,)]  # conv weight, linear weight, linear bias
+    gen = torch.Generator().manual_seed(0)
+    grads = [[torch.randn(s, generator=gen) * (rank + 1) for s in shapes] for rank in range(world_size)]
+    # fork: the children start at once, with this module already imported
+    mp.start_processes(_reduce_in_group, args=(world_size, tmp_path / "store", grads, tmp_path), nprocs=world_size,
+                       start_method="fork")
+    expected = [torch.stack([grads[r][i] for r in range(world_size)]).mean(0) for i in range(len(shapes))]
+    for rank in range(world_size):
+        result = torch.load(tmp_path / f"rank{rank}.pt")
+        assert result["calls"] == 1  # one batched collective, not one per tensor
+        assert result["frozen_grad"] is None
+        for got, want in zip(result["grads"], expected):
+            torch.testing.assert_close(got, want)
+
+
+# --- two ranks training together ----------------------------------------------------------------------------------
+
+RECORDER = textwrap.dedent("""
+    # Runs the copy of the script in this folder (it imports no repo file) under torchrun, remembering the agent's
+    # weights at the start and the end, and the seeds its envs were reset with; each rank saves them to rank<RANK>.pt.
+    import os
+    import torch
+    import ppo_atari_multigpu as mg
+
+    agents, reset_seeds = [], []
+
+    class RecordingAgent(mg.Agent):
+        def __init__(self, envs):
+            super().__init__(envs)
+            self.initial = {k: v.clone() for k, v in self.state_dict().items()}
+            agents.append(self)
+
+    class RecordingVectorEnv(mg.gym.vector.SyncVectorEnv):
+        def reset(self, *, seed=None, options=None):
+            reset_seeds.append(seed)
+            return super().reset(seed=seed, options=options)
+
+    mg.Agent = RecordingAgent
+    mg.gym.vector.SyncVectorEnv = RecordingVectorEnv
+    mg.main(mg.tyro.cli(mg.Args))
+    (agent,) = agents
+    torch.save({"initial": agent.initial, "final": agent.state_dict(), "reset_seeds": reset_seeds},
+               f"rank{os.environ['RANK']}.pt")
+""")
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("two_ranks")
+    (cwd / SCRIPT).write_bytes((REPO / SCRIPT).read_bytes())
+    (cwd / "recorder.py").write_text(RECORDER)
+    proc = torchrun("recorder.py", *TWO_RANKS, "--save-model", cwd=cwd)
+    assert_ok(proc)
+    return cwd, proc, [torch.load(cwd / f"rank{rank}.pt") for rank in range(2)]
+
+
+def test_g2_g3_ranks_start_and_end_with_identical_weights(two_ranks):
+    _, _, (rank0, rank1) = two_ranks
+    for key in rank0["final"]:
+        assert torch.equal(rank0["initial"][key], rank1["initial"][key]), key  # [G2] same initial weights
+        assert torch.equal(rank0["final"][key], rank1["final"][key]), key  # [G3] same steps all along
+    assert any(not torch.equal(rank0["initial"][k], rank0["final"][k]) for k in rank0["final"])  # it did train
+    # [G2] env i of rank r was seeded seed + r * local_num_envs + i: rank 0's env seed 5, rank 1's 6
+    assert rank0["reset_seeds"] == [5] and rank1["reset_seeds"] == [6]
+
+
+def test_g1_only_rank_0_writes_and_counts_the_steps_of_all_ranks(two_ranks):
+    cwd, proc, (rank0, _) = two_ranks
+    (run_dir,) = run_dirs(cwd)  # one run folder, not one per rank
+    scalars = read_scalars(run_dir)
+    for tag in METRICS:
+        assert tag in scalars and all(np.isfinite(v) for _, v in scalars[tag]), tag
+    # [G1] 768 steps of a 2 x 128 global batch: 3 iterations, global_step counts both ranks' envs
+    assert [step for step, _ in scalars["charts/learning_rate"]] == [256, 512, 768]
+    progress = [line for line in proc.stdout.splitlines() if line.startswith("step")]
+    assert len(progress) == 3 and progress[-1].startswith("step       768/768"), proc.stdout  # printed by rank 0 only
+    (model,) = run_dir.glob("*.pt")  # saved by rank 0 only, with the weights every rank ended with
+    saved = torch.load(model, weights_only=True)["model"]
+    assert all(torch.equal(saved[k], rank0["final"][k]) for k in saved)
+    proc = run_script(SCRIPT, "--eval-checkpoint", model, "--eval-episodes", "1", cwd=cwd)
+    assert_ok(proc)
+    assert "BreakoutNoFrameskip-v4: mean return" in proc.stdout
+    assert "torchrun" not in proc.stderr  # evaluation is one process: no note about launching several
+
+
+def test_one_process_without_torchrun_learns_exactly_as_ppo_atari(tmp_path):
+    proc = run_script(SCRIPT, *TINY, cwd=tmp_path / "multigpu")
+    assert_ok(proc)
+    # not an error: a one-line note that says how to start several processes
+    notes = [line for line in proc.stderr.splitlines() if "torchrun" in line]
+    assert len(notes) == 1 and "torchrun --standalone --nproc_per_node=N" in notes[0], proc.stderr
+    assert_ok(run_script("ppo_atari.py", *TINY, cwd=tmp_path / "parent"))
+    ours, parent = read_scalars(run_dirs(tmp_path / "multigpu")[0]), read_scalars(run_dirs(tmp_path / "parent")[0])
+    # a world of one: the all-reduce of one process changes nothing, the seeds are ppo_atari.py's
+    for tag in METRICS:
+        if tag not in ("charts/SPS", "charts/episodic_return", "charts/episodic_length"):  # no game ends this soon
+            assert ours[tag] == parent[tag], tag
+
+
+# --- bad launches and failing ranks ---------------------------------------------------------------------------------
+
+def script_lines(stderr):
+    """The lines the ranks printed themselves, without torchrun's own failure report."""
+    return [line for line in stderr.splitlines() if line.startswith(SCRIPT)]
+
+
+def test_world_size_that_does_not_divide_num_envs_is_one_line_error(tmp_path):
+    proc = torchrun(REPO / SCRIPT, "--num-envs", "3", cwd=tmp_path)
+    assert proc.returncode != 0  # torchrun's own code for a failed rank
+    # rank 0 alone says what is wrong (every rank exits with code 2), and none of them prints a traceback
+    assert script_lines(proc.stderr) == [f"{SCRIPT}: error: --num-envs 3 does not split evenly over 2 processes "
+                                         f"(torchrun's --nproc_per_node x --nnodes): use a multiple of 2"]
+    assert "exitcode  : 2" in proc.stderr and f'{SCRIPT}", line' not in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("args,env,fragments", [
+    # half a torchrun launch: WORLD_SIZE without the rest
+    ([], {"WORLD_SIZE": "2"}, ["RANK", "MASTER_ADDR", "torchrun --standalone --nproc_per_node=2"]),
+    (["--backend", "nccl"], {}, ["nccl", "gloo"]),  # this machine has no GPU
+    (["--num-minibatches", "3"], {}, ["batch of each process", "does not split"]),
+    (["--dist-timeout", "0"], {}, ["--dist-timeout"]),
+])
+def test_bad_launch_is_one_line_error(tmp_path, monkeypatch, capsys, args, env, fragments):
+    # in this process (main refuses these before it makes an env or meets other ranks): the checks, not the startup
+    if "nccl" in args and torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    monkeypatch.chdir(tmp_path)
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as exit_info:
+        mg.main(mg.tyro.cli(mg.Args, args=[*TINY, *args]))
+    assert_usage_error(SimpleNamespace(returncode=exit_info.value.code, stderr=capsys.readouterr().err), *fragments)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_crashed_or_hung_rank_ends_the_run_in_bounded_time(tmp_path):
+    # rank 1 exits (crash) or sleeps for an hour (hang) after its first update, while rank 0 goes on to its second:
+    # torchrun stops rank 0 when rank 1 dies; rank 0 gives up waiting for a hung rank after --dist-timeout.
+    # Both launches at once; a launch still running after 120 s fails the test (subprocess.TimeoutExpired).
+    launches = {}
+    for fault in ("crash", "hang"):
+        (tmp_path / fault).mkdir()
+        launches[fault] = subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / SCRIPT),
+             *TINY, "--dist-timeout", "5"],
+            cwd=tmp_path / fault, env=test_env(PPO_TEST_FAULT=fault), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+    try:
+        outputs = {fault: launch.communicate(timeout=120) for fault, launch in launches.items()}
+    finally:
+        for launch in launches.values():
+            launch.kill()  # only if still running (no-op otherwise): the launcher, which then stops its ranks
+    assert launches["crash"].returncode != 0 and launches["hang"].returncode != 0
+    crash_err, hang_err = outputs["crash"][1], outputs["hang"][1]
+    # torchrun's report: rank 1 failed with its own exit code 1 (rank 0 was then stopped by torchrun)
+    assert "rank      : 1 (local_rank: 1)\n  exitcode  : 1 " in crash_err, crash_err[-3000:]
+    # the collective timed out on rank 0 (gloo's message), then torchrun stopped the sleeping rank 1
+    assert "Timed out" in hang_err and "[rank0]" in hang_err, hang_err[-3000:]
