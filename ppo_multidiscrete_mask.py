@@ -82,6 +82,8 @@ class Args:
     """normalize advantages to mean 0, std 1 in each mini-batch [C7]"""
     clip_coef: float = 0.2
     """clip range of the probability ratio and of the value change (0.1 to 0.3) [C8, C9]"""
+    anneal_clip: bool = False
+    """anneal the clip range linearly to 0 like the learning rate (a schedule baselines accepts); off by default [X1]"""
     clip_vloss: bool = True
     """clip the value loss around the old value estimate [C9]"""
     ent_coef: float = 0.01
@@ -406,9 +408,10 @@ def main(args: Args) -> None:
     interrupted = False
     try:
         for iteration in range(1, args.num_iterations + 1):
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations  # the share of training still to come
             if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
-                frac = 1.0 - (iteration - 1.0) / args.num_iterations
                 optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef  # [X1] off by default
             invalid_actions = 0  # action components the env's mask marks invalid, in this rollout
 
             for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
@@ -474,7 +477,7 @@ def main(args: Args) -> None:
                     with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
                         old_approx_kl = (-logratio).mean()
                         approx_kl = ((ratio - 1) - logratio).mean()
-                        clipfracs.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
+                        clipfracs.append(((ratio - 1.0).abs() > clip_coef).float().mean())
 
                     mb_advantages = b_advantages[mb_inds]
                     if args.norm_adv:  # [C7] per mini-batch; population std, as numpy's in baselines
@@ -482,14 +485,14 @@ def main(args: Args) -> None:
 
                     # [C8] clipped surrogate objective
                     pg_loss1 = -mb_advantages * ratio
-                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
                     pg_loss = torch.max(pg_loss1, pg_loss2).mean()
 
                     newvalue = newvalue.view(-1)
                     if args.clip_vloss:  # [C9] value loss clipped around the old value
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
                         v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                            newvalue - b_values[mb_inds], -clip_coef, clip_coef
                         )
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()

@@ -6,12 +6,12 @@
 #
 #   bash benchmark/envpool.sh                    # the full sweep: 9 runs of 10M steps
 #   STEPS=50000 SEEDS=1 ENVS=Breakout-v5 OUT=benchmark/out/envpool_speed bash benchmark/envpool.sh
-#                                                # the speed run of benchmark/results/envpool.md
+#                                                # a short run like the speed run of benchmark/results/envpool.md
 #
-# Time: on a 2-core CPU machine shared with other jobs one run went at about 300-350 SPS (benchmark/results/envpool.md),
-# so a 10M run there takes 8-9 hours; on a GPU machine with a few CPU cores it is much faster. Each run steps its envs
-# in envpool's threads (--num-threads, default: all cores) and trains on one torch thread: with WORKERS > 1, give each
-# run its own cores, e.g. COMMAND_EXTRA="--num-threads 2".
+# Time: on a 2-core CPU machine shared with other jobs one run went at about 600 SPS (benchmark/results/envpool.md),
+# so a 10M run there takes about 4.5 hours; a GPU machine with a few CPU cores is faster. Each run steps its envs in
+# envpool's threads and trains with torch on the same cores (--num-threads, default: all cores): with WORKERS > 1,
+# give each run its share, e.g. WORKERS=4 COMMAND_EXTRA="--num-threads 4" on 16 cores.
 # Restartable: run it again after a Ctrl-C or a failure and only the unfinished runs run (benchmark/run.py).
 # Runs, logs and state go to $OUT (default benchmark/out/envpool, gitignored); the report to $REPORT.
 set -euo pipefail

@@ -5,12 +5,13 @@
 # matplotlib for the plots.
 #
 #   bash benchmark/procgen.sh                    # the full sweep: 9 runs of 25M steps
-#   STEPS=200000 SEEDS=1 ENVS=starpilot OUT=benchmark/out/procgen_scaled bash benchmark/procgen.sh
-#                                                # a scaled run (see benchmark/results/procgen.md)
+#   STEPS=2000000 SEEDS=1 ENVS=starpilot OUT=benchmark/out/procgen_scaled bash benchmark/procgen.sh
+#                                                # a scaled run (not run here: see benchmark/results/procgen.md)
 #
-# Time: the IMPALA CNN on 64 envs x 256 steps is heavy on a CPU (about 100-150 SPS on a shared 2-core machine,
-# benchmark/results/procgen.md): a 25M run needs a GPU. Each run steps its envs in envpool's threads (--num-threads,
-# default: all cores); with WORKERS > 1, give each run its own cores, e.g. COMMAND_EXTRA="--num-threads 4".
+# Time: the IMPALA CNN on 64 envs x 256 steps is heavy on a CPU (about 165 SPS on a shared 2-core machine,
+# benchmark/results/procgen.md, so 25M steps would take about 42 hours): run the sweep on a GPU machine. Each run
+# steps its envs in envpool's threads and trains with torch on the same cores (--num-threads, default: all cores):
+# with WORKERS > 1, give each run its share, e.g. WORKERS=4 COMMAND_EXTRA="--num-threads 4" on 16 cores.
 # Restartable: run it again after a Ctrl-C or a failure and only the unfinished runs run (benchmark/run.py).
 # Runs, logs and state go to $OUT (default benchmark/out/procgen, gitignored); the report to $REPORT.
 set -euo pipefail

@@ -219,3 +219,23 @@ def test_learns_cartpole(tmp_path):
     returns = [v for _, v in read_scalars(run_dirs(tmp_path)[0])["charts/episodic_return"]]
     first, last = np.mean(returns[:20]), np.mean(returns[-20:])
     assert last > 100 and last > 4 * first, (first, last)
+
+
+@pytest.mark.parametrize("anneal_clip", [False, True])
+def test_clip_range_annealing(tmp_path, monkeypatch, anneal_clip):
+    """[X1] with --anneal-clip the ratio's clip range shrinks like the learning rate; without it, it stays fixed."""
+    monkeypatch.chdir(tmp_path)
+    ranges, clamp = [], torch.clamp
+
+    def recording_clamp(x, *bounds, **named_bounds):  # the ratio's clamp is the one with bounds around 1
+        if len(bounds) == 2 and isinstance(bounds[0], float) and bounds[0] > 0:
+            ranges.append(bounds[1] - 1)
+        return clamp(x, *bounds, **named_bounds)
+
+    monkeypatch.setattr(torch, "clamp", recording_clamp)
+    args = ppo.Args(num_envs=2, num_steps=32, total_timesteps=256, num_minibatches=2, update_epochs=1,
+                    anneal_clip=anneal_clip)
+    ppo.main(args)
+    n = args.num_iterations
+    expected = [args.clip_coef * ((1 - i / n) if anneal_clip else 1) for i in range(n) for _ in range(2)]
+    np.testing.assert_allclose(ranges, expected, rtol=1e-9)

@@ -1,0 +1,527 @@
+"""PPO for Atari games on envpool (the *-v5 ids, stepped by envpool's C++ thread pool). Parent: ppo_atari.py.
+
+ppo_atari.py with its envs replaced [E1]: envpool steps the games in C++ threads and does the Atari preprocessing
+[A1]-[A7] itself, set option by option to baselines' choices (make_env says which option implements which id);
+envpool's next-step autoreset is turned into baselines' same-step one, and the episode statistics come from
+envpool's outputs (EnvpoolVecEnv). The agent, the algorithm and the defaults are ppo_atari.py's. Needs envpool:
+pip install envpool.
+
+    python ppo_atari_envpool.py --env-id Breakout-v5                                   # train, logs in runs/<run_name>/
+    python ppo_atari_envpool.py --save-model                                           # also save the model
+    python ppo_atari_envpool.py --eval-checkpoint runs/<run_name>/ppo_atari_envpool.pt # play it for 10 games
+    tensorboard --logdir runs
+"""
+
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    """PPO (openai/baselines ppo2, 13 core + 9 Atari details) for Atari games on envpool [E1], baselines' Atari defaults.
+    Train: `python ppo_atari_envpool.py --env-id Pong-v5 --seed 2`; logs: `tensorboard --logdir runs`; save, then
+    evaluate: add `--save-model`, then `--eval-checkpoint runs/<run>/ppo_atari_envpool.pt`."""
+
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """name of the experiment: runs are named {env_id}__{exp_name}__{seed}__{unix time}"""
+    seed: int = 1
+    """seed of python, numpy, torch and the envs (env i gets seed + i); any integer >= 0"""
+    torch_deterministic: bool = True
+    """make torch choose deterministic algorithms; off only trades reproducibility for GPU speed"""
+    cuda: bool = True
+    """use the GPU when torch sees one (ignored otherwise)"""
+    track: bool = False
+    """mirror the TensorBoard logs to Weights & Biases (pip install wandb; WANDB_MODE=offline without a network)"""
+    wandb_project_name: str = "ppo-details"
+    """the wandb project to log to (with --track)"""
+    wandb_entity: Optional[str] = None
+    """the wandb team or user to log under (with --track); default: your wandb default entity"""
+    capture_video: bool = False
+    """record videos of env 0's episodes into videos/{run_name}/ (needs moviepy)"""
+    save_model: bool = False
+    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training (and on Ctrl-C)"""
+    eval_checkpoint: Optional[str] = None
+    """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
+    eval_episodes: int = 10
+    """number of episodes that --eval-checkpoint plays (1 to 1000)"""
+
+    env_id: str = "Breakout-v5"
+    """an envpool Atari *-v5 id (Breakout-v5, Pong-v5, BeamRider-v5); envpool skips frames itself [A2]"""
+    total_timesteps: int = 10000000
+    """agent steps to train for, summed over all envs; one step is 4 frames (1e6 to 5e7; 1e7 in the benchmarks)"""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate at the start of training (1e-4 to 1e-3)"""
+    num_envs: int = 8
+    """number of envs stepped in lockstep (1 to 64; 8 as the PPO paper's 8 actors)"""
+    num_threads: Optional[int] = None
+    """cores this run uses: envpool's C++ threads step the envs on them, then torch trains (default: all cores) [E1]"""
+    num_steps: int = 128
+    """steps per env in each rollout segment; num_envs * num_steps is the batch (16 to 2048)"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0 over training [C4]"""
+    gamma: float = 0.99
+    """discount factor (0.9 to 0.999)"""
+    gae_lambda: float = 0.95
+    """GAE lambda: 0 is one-step TD, 1 is Monte Carlo (0.9 to 1) [C5]"""
+    num_minibatches: int = 4
+    """mini-batches per epoch; must divide num_envs * num_steps (1 to 64) [C6]"""
+    update_epochs: int = 4
+    """passes over the batch per update (1 to 10)"""
+    norm_adv: bool = True
+    """normalize advantages to mean 0, std 1 in each mini-batch [C7]"""
+    clip_coef: float = 0.1
+    """clip range of the probability ratio and of the value change (0.1 to 0.3; 0.1 in baselines' Atari) [C8, C9]"""
+    anneal_clip: bool = False
+    """anneal the clip range linearly to 0 like the learning rate (a schedule baselines accepts); off by default [X1]"""
+    clip_vloss: bool = True
+    """clip the value loss around the old value estimate [C9]"""
+    ent_coef: float = 0.01
+    """weight of the entropy bonus (0 to 0.05) [C10]"""
+    vf_coef: float = 0.5
+    """weight of the value loss (0.25 to 1) [C10]"""
+    max_grad_norm: float = 0.5
+    """clip the global gradient norm to this (0.5 in baselines) [C11]"""
+    target_kl: Optional[float] = None
+    """stop the epochs early once approx KL exceeds this (0.01 to 0.05); off by default [X3]"""
+
+    # Derived sizes, computed in this one place.
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    def problem(self) -> Optional[str]:
+        """The first thing wrong with these arguments, as a sentence for the user; None when all is well."""
+        for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
+                     "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
+            if getattr(self, name) <= 0:
+                return f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}"
+        if self.num_threads is not None and self.num_threads <= 0:
+            return f"--num-threads must be positive, got {self.num_threads}"
+        if self.batch_size % self.num_minibatches:
+            return (f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
+                    f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches")
+        if self.num_iterations == 0 and self.eval_checkpoint is None:
+            return f"--total-timesteps {self.total_timesteps} is less than one batch ({self.batch_size} steps)"
+        return None
+
+
+class EnvpoolVecEnv:
+    """[E1] envpool's Atari envs seen as ppo_atari.py sees its gymnasium vector env: SAME_STEP autoreset, uint8 frames,
+    and whole-game statistics in infos["final_info"] (only for envs whose game is over, as [A3] asks).
+
+    Autoreset: envpool resets on the NEXT step, i.e. the step() after a done is a reset step whose action is ignored
+    and whose reward is 0. Stored as it comes, that step is a fake transition (last obs -> first obs of the next
+    episode, reward 0, not done) that GAE and the losses would learn as real. So here the envs that just finished
+    take their reset step at once (envpool steps a subset of its envs by id) and the obs returned with done=True is
+    already the first obs of the next episode, exactly as in ppo_atari.py's SAME_STEP mode and baselines' VecEnv [C1].
+    No transition across a reset is stored, and the episode statistics count whole games, reset steps excluded.
+    (The other way, keeping the reset step and masking it out of GAE and the losses, wastes a sample per episode and
+    changes the training code; this way the training loop stays the one of ppo_atari.py.) With episodic life [A3] a
+    lost life is a done too: its reset step continues the same game, and the emulator restarts only on a game over.
+
+    Statistics [E1], from envpool's own outputs: info["reward"] is the raw reward (before [A6] clipping), summed here
+    over the whole game; info["terminated"] is 1 only when the game is over (a lost life ends just the [A3] episode);
+    info["elapsed_step"] is the game's length in agent steps. A time-limit truncation ends the game too, so its sums
+    are reported and reset then, and never leak into the next game.
+    """
+
+    def __init__(self, envs, capture_video, run_name):
+        self.envs, self.run_name = envs, run_name
+        self.num_envs = envs.config["num_envs"]
+        self.single_observation_space = envs.observation_space  # (4, 84, 84) uint8 [A5, A7]
+        self.single_action_space = envs.action_space
+        self.episode_returns = np.zeros(self.num_envs)  # raw score of each env's current game
+        self.capture_video, self.frames, self.episode = capture_video, [], 0  # env 0's current game and its frames
+
+    def record(self, game_over):
+        """--capture-video: env 0's games 0, 1, 8, 27, ..., 729, 1000, 2000, ... (gymnasium's schedule, as ppo_atari.py's
+        RecordVideo) to mp4 files, in the emulator's full RGB frames; frames are drawn for those games only."""
+        if not self.capture_video:
+            return
+        from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video  # save_video needs moviepy
+
+        if capped_cubic_video_schedule(self.episode):
+            self.frames.append(self.envs.render(env_ids=[0])[0])
+        if game_over:
+            if self.frames:
+                save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=30)
+            self.frames, self.episode = [], self.episode + 1
+
+    def reset(self, seed=None):  # envpool seeds its envs when made (env i gets seed + i); seed is ignored here
+        obs, _ = self.envs.reset()
+        self.record(False)
+        return obs, {}
+
+    def step(self, actions):
+        obs, reward, terminations, truncations, info = self.envs.step(actions)
+        dones = np.logical_or(terminations, truncations)
+        game_over = np.logical_or(info["terminated"], truncations)  # a lost life [A3] is a done, not a game over
+        self.episode_returns += info["reward"]  # raw, not clipped [A6]
+        self.record(game_over[0])
+        infos = {}
+        if dones.any():
+            finished = np.flatnonzero(dones)
+            reset_obs, _, _, _, reset_info = self.envs.step(np.zeros_like(actions[finished]), finished)  # action ignored
+            obs = obs.copy()
+            obs[reset_info["env_id"]] = reset_obs
+            if dones[0]:
+                self.record(False)  # the first frame of env 0's next episode
+        if game_over.any():
+            infos["final_info"] = {"episode": {"r": self.episode_returns.copy(), "l": info["elapsed_step"].copy()},
+                                   "_episode": game_over}
+            self.episode_returns[game_over] = 0
+        return obs, reward, terminations, truncations, infos
+
+    def close(self):
+        self.envs.close()
+
+
+def make_env(env_id, num_envs, seed, num_threads, capture_video, run_name, max_episode_steps=27000):
+    import envpool  # optional: imported only here, so that the file imports without it
+
+    render_mode = {"render_mode": "rgb_array"} if capture_video else {}
+    envs = envpool.make(
+        env_id, env_type="gymnasium", num_envs=num_envs, seed=seed, num_threads=num_threads, **render_mode,
+        # envpool's C++ preprocessing, set option by option to ppo_atari.py's wrappers. Differences left (envpool's
+        # atari_env.h): each reset, a lost life's too, plays the no-ops then FIRE once (baselines: FIRE, then action 2;
+        # after a lost life one no-op); the gray frame is the ALE palette's, not OpenCV's luminance
+        noop_max=30,  # [A1] 1 to 30 no-op actions on a new game
+        frame_skip=4,  # [A2] repeat 4 frames, sum rewards, max of the last 2
+        episodic_life=True,  # [A3] a lost life is a done; the game goes on
+        use_fire_reset=True,  # [A4] FIRE on reset, in the games that have it
+        img_height=84, img_width=84, gray_scale=True, use_inter_area_resize=True,  # [A5] 84 x 84 gray, area resize
+        reward_clip=True,  # [A6] rewards clipped to their sign; the raw one stays in info["reward"]
+        stack_num=4,  # [A7] (4, 84, 84)
+        repeat_action_probability=0.0,  # no sticky actions, as the *NoFrameskip-v4 ids (the ALE's v5 default is 0.25)
+        max_episode_steps=max_episode_steps,  # 27000 agent steps = 108000 frames, the v5 time limit; then truncation
+    )
+    return EnvpoolVecEnv(envs, capture_video, run_name)
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)  # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    torch.nn.init.constant_(layer.bias, bias_const)  # [C2] biases 0
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, envs):
+        super().__init__()
+        # [A8] Nature-CNN trunk shared by the policy and the value head (baselines' Atari default)
+        self.network = nn.Sequential(
+            layer_init(nn.Conv2d(envs.single_observation_space.shape[0], 32, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        )
+        self.actor = layer_init(nn.Linear(512, envs.single_action_space.n), std=0.01)  # [C2] policy output gain 0.01
+        self.critic = layer_init(nn.Linear(512, 1), std=1.0)  # [C2] value output gain 1
+
+    @staticmethod
+    def pixels(x):
+        """[A9] uint8 pixels scaled to [0, 1] here, not in storage. In channels_last (NHWC) memory, as the weights
+        (main): CPU convolutions then run about 1.5x faster (oneDNN), measured on a training mini-batch."""
+        return x.contiguous(memory_format=torch.channels_last) / 255.0
+
+    def get_value(self, x):
+        return self.critic(self.network(self.pixels(x)))  # [A9]
+
+    def get_action_and_value(self, x, action=None):
+        hidden = self.network(self.pixels(x))  # [A9]
+        logits = self.actor(hidden)
+        # validate_args=False: the logits come from our own network; the checks cost ~10% of a rollout step
+        probs = Categorical(logits=logits, validate_args=False)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+
+
+def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    """[C5] Generalized Advantage Estimation over one rollout segment; returns (advantages, returns).
+
+    rewards, values, dones: (num_steps, num_envs); next_value, next_done: (num_envs,), for the obs after the segment.
+    dones[t] = 1 means obs[t] is the first observation of a new episode [C1], so the episode ended with the
+    transition at t - 1 and V(obs[t]) must not be bootstrapped into it. As in baselines, a time-limit truncation
+    counts as an end too (no bootstrap). Returns are advantages + values, the TD(lambda) target.
+    """
+    next_nonterminal = 1.0 - torch.cat([dones[1:], next_done.unsqueeze(0)])  # (num_steps, num_envs)
+    next_values = torch.cat([values[1:], next_value.unsqueeze(0)])  # (num_steps, num_envs)
+    deltas = rewards + gamma * next_values * next_nonterminal - values
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        lastgaelam = deltas[t] + gamma * gae_lambda * next_nonterminal[t] * lastgaelam
+        advantages[t] = lastgaelam
+    return advantages, advantages + values
+
+
+def evaluate(agent, envs, num_episodes, device):
+    """Play the agent's stochastic policy until num_episodes episodes have ended; returns their returns."""
+    episodic_returns = []
+    next_obs, _ = envs.reset()
+    while len(episodic_returns) < num_episodes:
+        with torch.no_grad():
+            action, _, _, _ = agent.get_action_and_value(torch.as_tensor(next_obs, device=device))
+        next_obs, _, _, _, infos = envs.step(action.cpu().numpy())
+        if "final_info" in infos and "episode" in infos["final_info"]:  # [A3] a lost life carries no statistics
+            for r, done in zip(infos["final_info"]["episode"]["r"], infos["final_info"]["_episode"]):
+                if done and len(episodic_returns) < num_episodes:
+                    print(f"eval episode {len(episodic_returns)}: return {r:.2f}")
+                    episodic_returns.append(float(r))
+    return episodic_returns
+
+
+def main(args: Args) -> None:
+    def usage_error(message):
+        """Bad input: one line on stderr and exit code 2, like argparse; no traceback."""
+        print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    if (problem := args.problem()) is not None:
+        usage_error(problem)
+    checkpoint = None
+    if args.eval_checkpoint is not None:
+        if not os.path.isfile(args.eval_checkpoint):
+            usage_error(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+        checkpoint = torch.load(args.eval_checkpoint, map_location="cpu", weights_only=True)
+        args.env_id = checkpoint["args"]["env_id"]  # evaluate on the env the model was trained on
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    try:  # optional: imported only where it is used
+        import envpool
+    except ImportError:
+        usage_error("the envs come from envpool, which is not installed: pip install envpool")
+    if not args.env_id.endswith("-v5") or args.env_id not in envpool.list_all_envs():
+        usage_error(f"--env-id {args.env_id}: use an envpool Atari *-v5 id such as Breakout-v5 or Pong-v5 "
+                    f"(envpool skips frames itself [A2])")
+
+    # seeding; torch runs on the cores envpool steps the envs on (--num-threads), in turn: envpool's threads wait while
+    # the network works. Breakout-v5 on 2 cores: 600 steps/s with 2 threads, 420 with 1 (measured); on cores that
+    # other jobs keep busy, 2 threads ran slower than 1 (263-325 vs 362): then pass --num-threads 1
+    num_threads = args.num_threads or len(os.sched_getaffinity(0))  # all the cores this process may use
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.set_num_threads(num_threads)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # [C1] vectorized architecture: num_envs envs stepped in lockstep, in envpool's C++ threads [E1]. SAME_STEP
+    # autoreset, as baselines' VecEnv: the obs returned with done=True is already the first obs of the next episode
+    # (EnvpoolVecEnv)
+    num_envs = 1 if checkpoint is not None else args.num_envs
+    try:
+        envs = make_env(args.env_id, num_envs, args.seed, min(num_threads, num_envs), args.capture_video, run_name)
+    except Exception as e:  # envpool refuses ids and options it does not know with assertions and TypeErrors
+        usage_error(f"cannot make env {args.env_id!r} with the Atari options: {e} (use an Atari *-v5 id)")
+
+    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the faster layout of CPU convolutions
+    if checkpoint is not None:
+        agent.load_state_dict(checkpoint["model"])
+        returns = evaluate(agent, envs, args.eval_episodes, device)
+        print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
+        envs.close()
+        return
+
+    if args.track:
+        try:
+            import wandb  # optional: imported only when asked for
+        except ImportError:
+            usage_error("--track needs wandb: pip install wandb")
+        wandb_kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
+                            config=vars(args), name=run_name, save_code=True)
+        try:  # without a network, wandb.init would wait; give up after 30 s and log offline instead
+            wandb.init(**wandb_kwargs, settings=wandb.Settings(init_timeout=30))
+        except Exception as e:
+            print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline, upload later with "
+                  f"`wandb sync`", file=sys.stderr)
+            wandb.init(**wandb_kwargs, mode="offline")
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
+
+    # [C3] Adam epsilon 1e-5. fused=True: one kernel for all parameters, the same math as the default loop, faster
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+
+    # rollout storage: (num_steps, num_envs, ...)
+    # [A9] frames stay uint8: a quarter of float32's memory, cheaper copies to a GPU
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+
+    global_step = 0
+    start_time = time.time()
+    recent_returns = deque(maxlen=20)
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = torch.as_tensor(next_obs, device=device)
+    next_done = torch.zeros(args.num_envs).to(device)  # [C1] next_obs and next_done carry across rollouts
+    interrupted = False
+    try:
+        for iteration in range(1, args.num_iterations + 1):
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations  # the share of training still to come
+            if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef  # [X1] off by default
+
+            for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
+                global_step += args.num_envs
+                obs[step] = next_obs
+                dones[step] = next_done
+
+                with torch.inference_mode():  # like no_grad, with less bookkeeping per op
+                    # [A8] unlike ppo.py, per step: the trunk is shared, so the value comes with the action for free
+                    action, logprob, _, value = agent.get_action_and_value(next_obs)
+                    values[step] = value.flatten()
+                actions[step] = action
+                logprobs[step] = logprob
+
+                next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
+                rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+                next_obs = torch.as_tensor(next_obs, device=device)
+                next_done = torch.as_tensor(next_done, dtype=torch.float32, device=device)
+
+                if "final_info" in infos and "episode" in infos["final_info"]:  # [A3] only whole games carry statistics
+                    episode = infos["final_info"]["episode"]
+                    for i in np.flatnonzero(infos["final_info"]["_episode"]):
+                        writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
+                        writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
+                        recent_returns.append(float(episode["r"][i]))
+
+            with torch.no_grad():
+                next_value = agent.get_value(next_obs).reshape(1, -1)[0]
+                advantages, returns = compute_gae(
+                    rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
+                )
+
+            # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
+            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+            b_logprobs = logprobs.reshape(-1)
+            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+            b_advantages = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+
+            clipfracs = []
+            for epoch in range(args.update_epochs):
+                # [C6] one shuffle per epoch, cut into equal mini-batches: every sample used exactly once per epoch
+                b_inds = torch.randperm(args.batch_size, device=device)
+                for start in range(0, args.batch_size, args.minibatch_size):
+                    mb_inds = b_inds[start : start + args.minibatch_size]
+
+                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
+                    logratio = newlogprob - b_logprobs[mb_inds]
+                    ratio = logratio.exp()
+
+                    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
+                        old_approx_kl = (-logratio).mean()
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs.append(((ratio - 1.0).abs() > clip_coef).float().mean())
+
+                    mb_advantages = b_advantages[mb_inds]
+                    if args.norm_adv:  # [C7] per mini-batch; population std, as numpy's in baselines
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std(correction=0) + 1e-8)
+
+                    # [C8] clipped surrogate objective
+                    pg_loss1 = -mb_advantages * ratio
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                    newvalue = newvalue.view(-1)
+                    if args.clip_vloss:  # [C9] value loss clipped around the old value
+                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds], -clip_coef, clip_coef
+                        )
+                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+                    else:
+                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef  # [C10] one loss, one optimizer
+
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # [C11] global gradient clipping
+                    optimizer.step()
+
+                if args.target_kl is not None and approx_kl > args.target_kl:  # [X3] early stopping, off by default
+                    break
+
+            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            var_y = np.var(y_true)
+            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+            # [C12] debug variables, from the last mini-batch (losses, KL) or the whole update (clipfrac)
+            sps = int(global_step / (time.time() - start_time))
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            if iteration % max(1, args.num_iterations // 20) == 0 or iteration in (1, args.num_iterations):
+                eta = (args.num_iterations * args.batch_size - global_step) / max(sps, 1)
+                recent = f"{np.mean(recent_returns):8.2f}" if recent_returns else "       -"
+                print(f"step {global_step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | "
+                      f"return (last {len(recent_returns):>2}) {recent} | ETA {time.strftime('%H:%M:%S', time.gmtime(eta))}",
+                      flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"\ninterrupted at step {global_step}: closing logs in runs/{run_name}", file=sys.stderr)
+
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.pt"
+        checkpoint = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "args": vars(args),
+                      "global_step": global_step}
+        torch.save(checkpoint, model_path + ".tmp")  # write, then rename: never a half-written model file
+        os.replace(model_path + ".tmp", model_path)
+        print(f"model saved to {model_path}")
+    envs.close()
+    writer.close()
+    if args.track:
+        wandb.finish()
+    if interrupted:
+        raise SystemExit(130)  # the shell's code for Ctrl-C
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

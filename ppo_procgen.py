@@ -1,0 +1,586 @@
+"""PPO for Procgen games (envpool's port of the 16 procgen games), the train-procgen setup. Parent: ppo_atari.py.
+
+ppo_atari.py with the procgen details [P1]: the IMPALA-style CNN (depths 16, 32, 32, residual blocks, a 256-unit
+embedding) on 64 x 64 RGB frames scaled to [0, 1], rewards scaled by the std of the discounted return and clipped
+([M8, M9], baselines' VecNormalize without observation normalization), and the hyperparameters of openai/train-procgen
+(64 envs x 256 steps, 8 mini-batches, 3 epochs, gamma 0.999, lr 5e-4 without annealing). The games come from envpool
+[E1] (the procgen package has no wheel for Python >= 3.11): pip install envpool; on Linux it needs the Qt 5 runtime
+(apt install libqt5gui5).
+
+    python ppo_procgen.py --env-id starpilot --distribution-mode easy              # train, logs in runs/<run_name>/
+    python ppo_procgen.py --save-model                                             # also save the model
+    python ppo_procgen.py --eval-checkpoint runs/<run_name>/ppo_procgen.pt         # play it for 10 episodes
+    tensorboard --logdir runs
+"""
+
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    """PPO (openai/baselines ppo2, 13 core details + [P1]) for Procgen games on envpool, with train-procgen's defaults.
+    Train: `python ppo_procgen.py --env-id bigfish --seed 2`; logs: `tensorboard --logdir runs`; save, then
+    evaluate: add `--save-model`, then `--eval-checkpoint runs/<run>/ppo_procgen.pt`."""
+
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """name of the experiment: runs are named {env_id}__{exp_name}__{seed}__{unix time}"""
+    seed: int = 1
+    """seed of python, numpy, torch and the envs (env i gets seed + i); any integer >= 0"""
+    torch_deterministic: bool = True
+    """make torch choose deterministic algorithms; off only trades reproducibility for GPU speed"""
+    cuda: bool = True
+    """use the GPU when torch sees one (ignored otherwise)"""
+    track: bool = False
+    """mirror the TensorBoard logs to Weights & Biases (pip install wandb; WANDB_MODE=offline without a network)"""
+    wandb_project_name: str = "ppo-details"
+    """the wandb project to log to (with --track)"""
+    wandb_entity: Optional[str] = None
+    """the wandb team or user to log under (with --track); default: your wandb default entity"""
+    capture_video: bool = False
+    """record videos of env 0's episodes into videos/{run_name}/ (needs moviepy)"""
+    save_model: bool = False
+    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training (and on Ctrl-C)"""
+    eval_checkpoint: Optional[str] = None
+    """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
+    eval_episodes: int = 10
+    """number of episodes that --eval-checkpoint plays (1 to 1000)"""
+
+    env_id: str = "starpilot"
+    """the procgen game: bigfish, bossfight, caveflyer, chaser, climber, coinrun, dodgeball, fruitbot, heist, jumper,
+    leaper, maze, miner, ninja, plunder, starpilot"""
+    distribution_mode: str = "easy"
+    """the game's level distribution: easy, hard (all games), or memory, exploration, extreme (some games)"""
+    total_timesteps: int = 25000000
+    """env steps to train for, summed over all envs (1e6 to 2e8; 2.5e7 in the benchmarks, train-procgen's easy runs)"""
+    learning_rate: float = 5e-4
+    """Adam learning rate (1e-4 to 1e-3; 5e-4 in train-procgen) [P1]"""
+    num_envs: int = 64
+    """number of envs stepped in lockstep (1 to 256; 64 in train-procgen) [P1]"""
+    num_threads: Optional[int] = None
+    """cores this run uses: envpool's C++ threads step the envs on them, then torch trains (default: all cores) [E1]"""
+    num_steps: int = 256
+    """steps per env in each rollout segment; num_envs * num_steps is the batch (16 to 2048) [P1]"""
+    anneal_lr: bool = False
+    """anneal the learning rate linearly to 0 over training [C4]; off in train-procgen [P1]"""
+    gamma: float = 0.999
+    """discount factor (0.9 to 0.999; 0.999 in train-procgen) [P1]"""
+    gae_lambda: float = 0.95
+    """GAE lambda: 0 is one-step TD, 1 is Monte Carlo (0.9 to 1) [C5]"""
+    num_minibatches: int = 8
+    """mini-batches per epoch; must divide num_envs * num_steps (1 to 64) [C6, P1]"""
+    update_epochs: int = 3
+    """passes over the batch per update (1 to 10; 3 in train-procgen) [P1]"""
+    norm_adv: bool = True
+    """normalize advantages to mean 0, std 1 in each mini-batch [C7]"""
+    clip_coef: float = 0.2
+    """clip range of the probability ratio and of the value change (0.1 to 0.3) [C8, C9]"""
+    anneal_clip: bool = False
+    """anneal the clip range linearly to 0 like the learning rate (a schedule baselines accepts); off by default [X1]"""
+    clip_vloss: bool = True
+    """clip the value loss around the old value estimate [C9]"""
+    ent_coef: float = 0.01
+    """weight of the entropy bonus (0 to 0.05) [C10]"""
+    vf_coef: float = 0.5
+    """weight of the value loss (0.25 to 1) [C10]"""
+    max_grad_norm: float = 0.5
+    """clip the global gradient norm to this (0.5 in baselines) [C11]"""
+    target_kl: Optional[float] = None
+    """stop the epochs early once approx KL exceeds this (0.01 to 0.05); off by default [X3]"""
+
+    # Derived sizes, computed in this one place.
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    def problem(self) -> Optional[str]:
+        """The first thing wrong with these arguments, as a sentence for the user; None when all is well."""
+        for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
+                     "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
+            if getattr(self, name) <= 0:
+                return f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}"
+        if self.num_threads is not None and self.num_threads <= 0:
+            return f"--num-threads must be positive, got {self.num_threads}"
+        if self.batch_size % self.num_minibatches:
+            return (f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
+                    f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches")
+        if self.num_iterations == 0 and self.eval_checkpoint is None:
+            return f"--total-timesteps {self.total_timesteps} is less than one batch ({self.batch_size} steps)"
+        return None
+
+
+# the 16 procgen games; envpool names them <Game><Mode>-v0, e.g. StarpilotEasy-v0
+PROCGEN_GAMES = ("bigfish", "bossfight", "caveflyer", "chaser", "climber", "coinrun", "dodgeball", "fruitbot", "heist",
+                 "jumper", "leaper", "maze", "miner", "ninja", "plunder", "starpilot")
+
+
+class RunningMeanStd:
+    """[M8] Mean and variance of every sample seen so far, updated one batch at a time (baselines' RunningMeanStd).
+
+    Batches are merged with the parallel-variance formula (Chan et al.), exact in float64. The statistics
+    start as a pseudo-sample of mean 0, variance 1 and weight epsilon, so they are defined before any update.
+    """
+
+    def __init__(self, shape=(), epsilon=1e-4):
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = epsilon
+
+    def update(self, x):
+        """x: (batch, *shape)."""
+        batch_mean, batch_var, batch_count = x.mean(axis=0), x.var(axis=0), x.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
+        self.var = m2 / total
+        self.count = total
+
+
+class EnvpoolVecEnv:
+    """[E1] envpool's procgen envs seen as ppo_atari.py sees its gymnasium vector env: SAME_STEP autoreset, uint8
+    frames (3, 64, 64), episode statistics of raw rewards in infos["final_info"], and scaled rewards [M8, M9].
+
+    Autoreset: envpool resets on the NEXT step, i.e. the step() after a done is a reset step whose action is ignored
+    and whose reward is 0. Stored as it comes, that step is a fake transition (last obs -> first obs of the next
+    episode, reward 0, not done) that GAE and the losses would learn as real. So here the envs that just finished
+    take their reset step at once (envpool steps a subset of its envs by id) and the obs returned with done=True is
+    already the first obs of the next episode, exactly as in ppo_atari.py's SAME_STEP mode and baselines' VecEnv [C1].
+    No transition across a reset is stored, and the episode statistics count whole episodes, reset step excluded.
+
+    Statistics [E1], from envpool's outputs: the raw rewards summed over the episode (before [M8, M9]), and
+    info["elapsed_step"], the episode's length. Every done ends an episode (envpool reports some of procgen's own
+    episode ends as truncations), so the sums are reported and reset then, and never leak into the next episode.
+    """
+
+    def __init__(self, envs, gamma, capture_video, run_name, clip_reward=10.0, epsilon=1e-8):
+        self.envs, self.run_name = envs, run_name
+        self.num_envs = envs.config["num_envs"]
+        self.single_observation_space = envs.observation_space  # (3, 64, 64) uint8
+        self.single_action_space = envs.action_space  # Discrete(15)
+        self.episode_returns = np.zeros(self.num_envs)  # raw return of each env's current episode
+        self.return_rms = RunningMeanStd(())
+        self.returns = np.zeros(self.num_envs)  # (num_envs,) discounted return of each env's current episode [M8]
+        self.gamma, self.clip_reward, self.epsilon = gamma, clip_reward, epsilon
+        self.capture_video, self.frames, self.episode = capture_video, [], 0  # env 0's current episode and its frames
+
+    def record(self, done):
+        """--capture-video: env 0's episodes 0, 1, 8, 27, ..., 729, 1000, 2000, ... (gymnasium's schedule, as ppo_atari.py's
+        RecordVideo) to mp4 files; frames are drawn for those episodes only."""
+        if not self.capture_video:
+            return
+        from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video  # save_video needs moviepy
+
+        if capped_cubic_video_schedule(self.episode):
+            self.frames.append(self.envs.render(env_ids=[0])[0])
+        if done:
+            if self.frames:
+                save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=15)
+            self.frames, self.episode = [], self.episode + 1
+
+    def reset(self, seed=None):  # envpool seeds its envs when made (env i gets seed + i); seed is ignored here
+        obs, _ = self.envs.reset()
+        self.record(False)
+        return obs, {}
+
+    def step(self, actions):
+        obs, reward, terminations, truncations, info = self.envs.step(actions)
+        dones = np.logical_or(terminations, truncations)
+        self.episode_returns += reward
+        self.record(dones[0])
+        infos = {}
+        if dones.any():
+            finished = np.flatnonzero(dones)
+            reset_obs, _, _, _, reset_info = self.envs.step(np.zeros_like(actions[finished]), finished)  # action ignored
+            obs = obs.copy()
+            obs[reset_info["env_id"]] = reset_obs
+            if dones[0]:
+                self.record(False)  # the first frame of env 0's next episode
+            infos["final_info"] = {"episode": {"r": self.episode_returns.copy(), "l": info["elapsed_step"].copy()},
+                                   "_episode": dones}
+            self.episode_returns[dones] = 0
+        # [M8] reward scaling: divide by the std of the discounted return, the mean is not subtracted
+        self.returns = self.returns * self.gamma + reward
+        self.return_rms.update(self.returns)
+        reward = reward / np.sqrt(self.return_rms.var + self.epsilon)
+        reward = np.clip(reward, -self.clip_reward, self.clip_reward)  # [M9] reward clipping
+        self.returns[dones] = 0  # the return restarts with the next episode
+        return obs, reward, terminations, truncations, infos
+
+    def close(self):
+        self.envs.close()
+
+
+def make_env(env_id, num_envs, seed, num_threads, gamma, capture_video, run_name):
+    import envpool  # optional: imported only here, so that the file imports without it
+
+    render_mode = {"render_mode": "rgb_array"} if capture_video else {}
+    envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed, num_threads=num_threads,
+                        **render_mode)
+    return EnvpoolVecEnv(envs, gamma, capture_video, run_name)
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)  # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    torch.nn.init.constant_(layer.bias, bias_const)  # [C2] biases 0
+    return layer
+
+
+class ResidualBlock(nn.Module):
+    """[P1] x + conv(relu(conv(relu(x)))), 3x3 convolutions keeping the channels and the size (IMPALA's block)."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
+
+
+class ConvSequence(nn.Module):
+    """[P1] One IMPALA stage: a 3x3 convolution to `depth` channels, a 3x3 max-pool of stride 2 (halves the size),
+    then two residual blocks."""
+
+    def __init__(self, in_channels, depth):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, depth, 3, padding=1)
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.res0 = ResidualBlock(depth)
+        self.res1 = ResidualBlock(depth)
+
+    def forward(self, x):
+        return self.res1(self.res0(self.pool(self.conv(x))))
+
+
+class Agent(nn.Module):
+    def __init__(self, envs):
+        super().__init__()
+        # [P1] IMPALA-style CNN trunk shared by the policy and the value head: stages of depth 16, 32, 32 take
+        # (3, 64, 64) to (32, 8, 8), then a 256-unit embedding. The convolutions keep PyTorch's default init, as
+        # train-procgen's keep TensorFlow's; the linear layers get [C2]'s orthogonal init.
+        channels, height, width = envs.single_observation_space.shape
+        stages = []
+        for depth in (16, 32, 32):
+            stages.append(ConvSequence(channels, depth))
+            channels, height, width = depth, (height + 1) // 2, (width + 1) // 2
+        self.network = nn.Sequential(
+            *stages,
+            nn.Flatten(),
+            nn.ReLU(),
+            layer_init(nn.Linear(channels * height * width, 256)),
+            nn.ReLU(),
+        )
+        self.actor = layer_init(nn.Linear(256, envs.single_action_space.n), std=0.01)  # [C2] policy output gain 0.01
+        self.critic = layer_init(nn.Linear(256, 1), std=1.0)  # [C2] value output gain 1
+
+    @staticmethod
+    def pixels(x):
+        """[P1] uint8 RGB scaled to [0, 1] here, not in storage. In channels_last (NHWC) memory, as the weights
+        (main): CPU convolutions then run about 1.8x faster (oneDNN), measured on a training mini-batch."""
+        return x.contiguous(memory_format=torch.channels_last) / 255.0
+
+    def get_value(self, x):
+        return self.critic(self.network(self.pixels(x)))  # [P1]
+
+    def get_action_and_value(self, x, action=None):
+        hidden = self.network(self.pixels(x))  # [P1]
+        logits = self.actor(hidden)
+        # validate_args=False: the logits come from our own network; the checks cost ~10% of a rollout step
+        probs = Categorical(logits=logits, validate_args=False)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+
+
+def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    """[C5] Generalized Advantage Estimation over one rollout segment; returns (advantages, returns).
+
+    rewards, values, dones: (num_steps, num_envs); next_value, next_done: (num_envs,), for the obs after the segment.
+    dones[t] = 1 means obs[t] is the first observation of a new episode [C1], so the episode ended with the
+    transition at t - 1 and V(obs[t]) must not be bootstrapped into it. As in baselines, a time-limit truncation
+    counts as an end too (no bootstrap). Returns are advantages + values, the TD(lambda) target.
+    """
+    next_nonterminal = 1.0 - torch.cat([dones[1:], next_done.unsqueeze(0)])  # (num_steps, num_envs)
+    next_values = torch.cat([values[1:], next_value.unsqueeze(0)])  # (num_steps, num_envs)
+    deltas = rewards + gamma * next_values * next_nonterminal - values
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        lastgaelam = deltas[t] + gamma * gae_lambda * next_nonterminal[t] * lastgaelam
+        advantages[t] = lastgaelam
+    return advantages, advantages + values
+
+
+def evaluate(agent, envs, num_episodes, device):
+    """Play the agent's stochastic policy until num_episodes episodes have ended; returns their returns."""
+    episodic_returns = []
+    next_obs, _ = envs.reset()
+    while len(episodic_returns) < num_episodes:
+        with torch.no_grad():
+            action, _, _, _ = agent.get_action_and_value(torch.as_tensor(next_obs, device=device))
+        next_obs, _, _, _, infos = envs.step(action.cpu().numpy())
+        if "final_info" in infos:
+            for r, done in zip(infos["final_info"]["episode"]["r"], infos["final_info"]["_episode"]):
+                if done and len(episodic_returns) < num_episodes:
+                    print(f"eval episode {len(episodic_returns)}: return {r:.2f}")
+                    episodic_returns.append(float(r))
+    return episodic_returns
+
+
+def main(args: Args) -> None:
+    def usage_error(message):
+        """Bad input: one line on stderr and exit code 2, like argparse; no traceback."""
+        print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    if (problem := args.problem()) is not None:
+        usage_error(problem)
+    checkpoint = None
+    if args.eval_checkpoint is not None:
+        if not os.path.isfile(args.eval_checkpoint):
+            usage_error(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+        checkpoint = torch.load(args.eval_checkpoint, map_location="cpu", weights_only=True)
+        args.env_id = checkpoint["args"]["env_id"]  # evaluate on the env the model was trained on
+        args.distribution_mode = checkpoint["args"]["distribution_mode"]
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.env_id not in PROCGEN_GAMES:
+        usage_error(f"--env-id {args.env_id}: not a procgen game; choose from {', '.join(PROCGEN_GAMES)}")
+    try:  # optional: imported only where it is used
+        import envpool
+    except ImportError:
+        usage_error("the envs come from envpool, which is not installed: pip install envpool")
+    # envpool's id, e.g. starpilot + easy -> StarpilotEasy-v0; the modes a game has are those envpool registers
+    envpool_id = f"{args.env_id.capitalize()}{args.distribution_mode.capitalize()}-v0"
+    if envpool_id not in envpool.list_all_envs():
+        modes = [m for m in ("easy", "hard", "memory", "exploration", "extreme")
+                 if f"{args.env_id.capitalize()}{m.capitalize()}-v0" in envpool.list_all_envs()]
+        usage_error(f"--distribution-mode {args.distribution_mode}: {args.env_id} has {', '.join(modes)}")
+
+    # seeding; torch runs on the cores envpool steps the envs on (--num-threads), in turn: envpool's threads wait while
+    # the network works. Breakout-v5 on 2 cores: 600 steps/s with 2 threads, 420 with 1 (measured); on cores that
+    # other jobs keep busy, 2 threads ran slower than 1 (263-325 vs 362): then pass --num-threads 1
+    num_threads = args.num_threads or len(os.sched_getaffinity(0))  # all the cores this process may use
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.set_num_threads(num_threads)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # [C1] vectorized architecture: num_envs envs stepped in lockstep, in envpool's C++ threads [E1]. SAME_STEP
+    # autoreset, as baselines' VecEnv: the obs returned with done=True is already the first obs of the next episode
+    # (EnvpoolVecEnv)
+    num_envs = 1 if checkpoint is not None else args.num_envs
+    try:
+        envs = make_env(envpool_id, num_envs, args.seed, min(num_threads, num_envs), args.gamma, args.capture_video,
+                        run_name)
+    except ImportError as e:  # envpool's procgen needs the Qt 5 libraries on Linux
+        usage_error(f"cannot make env {envpool_id!r}: {e}".replace("\n", " "))
+
+    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the faster layout of CPU convolutions
+    if checkpoint is not None:
+        agent.load_state_dict(checkpoint["model"])
+        returns = evaluate(agent, envs, args.eval_episodes, device)
+        print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
+        envs.close()
+        return
+
+    if args.track:
+        try:
+            import wandb  # optional: imported only when asked for
+        except ImportError:
+            usage_error("--track needs wandb: pip install wandb")
+        wandb_kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
+                            config=vars(args), name=run_name, save_code=True)
+        try:  # without a network, wandb.init would wait; give up after 30 s and log offline instead
+            wandb.init(**wandb_kwargs, settings=wandb.Settings(init_timeout=30))
+        except Exception as e:
+            print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline, upload later with "
+                  f"`wandb sync`", file=sys.stderr)
+            wandb.init(**wandb_kwargs, mode="offline")
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
+
+    # [C3] Adam epsilon 1e-5. fused=True: one kernel for all parameters, the same math as the default loop, faster
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+
+    # rollout storage: (num_steps, num_envs, ...)
+    # [P1] frames stay uint8: a quarter of float32's memory, cheaper copies to a GPU
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+
+    global_step = 0
+    start_time = time.time()
+    recent_returns = deque(maxlen=20)
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = torch.as_tensor(next_obs, device=device)
+    next_done = torch.zeros(args.num_envs).to(device)  # [C1] next_obs and next_done carry across rollouts
+    interrupted = False
+    try:
+        for iteration in range(1, args.num_iterations + 1):
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations  # the share of training still to come
+            if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef  # [X1] off by default
+
+            for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
+                global_step += args.num_envs
+                obs[step] = next_obs
+                dones[step] = next_done
+
+                with torch.inference_mode():  # like no_grad, with less bookkeeping per op
+                    # [A8] unlike ppo.py, per step: the trunk is shared, so the value comes with the action for free
+                    action, logprob, _, value = agent.get_action_and_value(next_obs)
+                    values[step] = value.flatten()
+                actions[step] = action
+                logprobs[step] = logprob
+
+                next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
+                rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+                next_obs = torch.as_tensor(next_obs, device=device)
+                next_done = torch.as_tensor(next_done, dtype=torch.float32, device=device)
+
+                if "final_info" in infos:
+                    episode = infos["final_info"]["episode"]
+                    for i in np.flatnonzero(infos["final_info"]["_episode"]):
+                        writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
+                        writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
+                        recent_returns.append(float(episode["r"][i]))
+
+            with torch.no_grad():
+                next_value = agent.get_value(next_obs).reshape(1, -1)[0]
+                advantages, returns = compute_gae(
+                    rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
+                )
+
+            # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
+            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+            b_logprobs = logprobs.reshape(-1)
+            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+            b_advantages = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+
+            clipfracs = []
+            for epoch in range(args.update_epochs):
+                # [C6] one shuffle per epoch, cut into equal mini-batches: every sample used exactly once per epoch
+                b_inds = torch.randperm(args.batch_size, device=device)
+                for start in range(0, args.batch_size, args.minibatch_size):
+                    mb_inds = b_inds[start : start + args.minibatch_size]
+
+                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
+                    logratio = newlogprob - b_logprobs[mb_inds]
+                    ratio = logratio.exp()
+
+                    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
+                        old_approx_kl = (-logratio).mean()
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs.append(((ratio - 1.0).abs() > clip_coef).float().mean())
+
+                    mb_advantages = b_advantages[mb_inds]
+                    if args.norm_adv:  # [C7] per mini-batch; population std, as numpy's in baselines
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std(correction=0) + 1e-8)
+
+                    # [C8] clipped surrogate objective
+                    pg_loss1 = -mb_advantages * ratio
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                    newvalue = newvalue.view(-1)
+                    if args.clip_vloss:  # [C9] value loss clipped around the old value
+                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds], -clip_coef, clip_coef
+                        )
+                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+                    else:
+                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef  # [C10] one loss, one optimizer
+
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # [C11] global gradient clipping
+                    optimizer.step()
+
+                if args.target_kl is not None and approx_kl > args.target_kl:  # [X3] early stopping, off by default
+                    break
+
+            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            var_y = np.var(y_true)
+            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+            # [C12] debug variables, from the last mini-batch (losses, KL) or the whole update (clipfrac)
+            sps = int(global_step / (time.time() - start_time))
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            if iteration % max(1, args.num_iterations // 20) == 0 or iteration in (1, args.num_iterations):
+                eta = (args.num_iterations * args.batch_size - global_step) / max(sps, 1)
+                recent = f"{np.mean(recent_returns):8.2f}" if recent_returns else "       -"
+                print(f"step {global_step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | "
+                      f"return (last {len(recent_returns):>2}) {recent} | ETA {time.strftime('%H:%M:%S', time.gmtime(eta))}",
+                      flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"\ninterrupted at step {global_step}: closing logs in runs/{run_name}", file=sys.stderr)
+
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.pt"
+        checkpoint = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "args": vars(args),
+                      "global_step": global_step}
+        torch.save(checkpoint, model_path + ".tmp")  # write, then rename: never a half-written model file
+        os.replace(model_path + ".tmp", model_path)
+        print(f"model saved to {model_path}")
+    envs.close()
+    writer.close()
+    if args.track:
+        wandb.finish()
+    if interrupted:
+        raise SystemExit(130)  # the shell's code for Ctrl-C
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
