@@ -76,6 +76,14 @@ def read_scalars(run_dir):
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
+def read_every_metric(run_dir):
+    """The scalars of one run folder, after checking that every metric of METRICS was logged, all finite."""
+    scalars = read_scalars(run_dir)
+    for tag in METRICS:
+        assert tag in scalars and all(np.isfinite(v) for _, v in scalars[tag]), tag
+    return scalars
+
+
 def assert_ok(proc):
     """A subprocess run ended with exit code 0; on failure show what it printed."""
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
