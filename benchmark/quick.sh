@@ -41,14 +41,15 @@ sweep() {
 sweep ppo.py "1 2" "python ppo.py --total-timesteps 100000" CartPole-v1 Acrobot-v1 MountainCar-v0
 sweep ppo_atari.py "1" "python ppo_atari.py --total-timesteps 50000" BreakoutNoFrameskip-v4 PongNoFrameskip-v4
 sweep ppo_atari_lstm.py "1" "python ppo_atari_lstm.py --total-timesteps 50000" BreakoutNoFrameskip-v4
-sweep ppo_atari_envpool.py "1" "python ppo_atari_envpool.py --total-timesteps 50000" Breakout-v5 Pong-v5
+# --num-threads 1: envpool and torch would otherwise each take every core, and two runs at once (WORKERS=2) crawl
+sweep ppo_atari_envpool.py "1" "python ppo_atari_envpool.py --total-timesteps 50000 --num-threads 1" Breakout-v5 Pong-v5
 sweep ppo_atari_multigpu.py "1" \
     "torchrun --standalone --nproc_per_node=2 ppo_atari_multigpu.py --backend gloo --total-timesteps 50000" \
     BreakoutNoFrameskip-v4
 sweep ppo_continuous_action.py "1" "python ppo_continuous_action.py --total-timesteps 100000" HalfCheetah-v4 Hopper-v4
 sweep ppo_multidiscrete.py "1" "python ppo_multidiscrete.py --total-timesteps 50000" Jumanji/JobShop-v0
 sweep ppo_multidiscrete_mask.py "1" "python ppo_multidiscrete_mask.py --total-timesteps 50000" Jumanji/JobShop-v0
-sweep ppo_procgen.py "1" "python ppo_procgen.py --total-timesteps 50000" starpilot
+sweep ppo_procgen.py "1" "python ppo_procgen.py --total-timesteps 50000 --num-threads 1" starpilot
 
 notes=(--note "Command: ${ONLY:+ONLY=$ONLY }bash benchmark/quick.sh (workers: $WORKERS)")
 if [ -n "${NOTE:-}" ]; then notes+=(--note "$NOTE"); fi  # e.g. NOTE="other jobs shared the CPU"
