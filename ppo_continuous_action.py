@@ -330,7 +330,8 @@ def main(args: Args) -> None:
     except gym.error.Error as e:
         usage_error(f"cannot make env {args.env_id!r}: {e}")
     if not isinstance(envs.single_action_space, gym.spaces.Box):
-        hint = {gym.spaces.Discrete: "ppo.py", gym.spaces.MultiDiscrete: "ppo_multidiscrete.py"}
+        hint = {gym.spaces.Discrete: "ppo.py", gym.spaces.MultiDiscrete:
+                "the Agent of ppo_multidiscrete.py (that script makes envpool envs: give it your make_env)"}
         usage_error(f"{args.env_id} has a {type(envs.single_action_space).__name__} action space; ppo_continuous_action.py "
                     f"handles Box only: use {hint.get(type(envs.single_action_space), 'another script')}")
     if not isinstance(envs.single_observation_space, gym.spaces.Box) or len(envs.single_observation_space.shape) != 1:

@@ -13,7 +13,8 @@
 # envpool's threads and trains with torch on the same cores (--num-threads, default: all cores): with WORKERS > 1,
 # give each run its share, e.g. WORKERS=4 COMMAND_EXTRA="--num-threads 4" on 16 cores.
 # Restartable: run it again after a Ctrl-C or a failure and only the unfinished runs run (benchmark/run.py).
-# Runs, logs and state go to $OUT (default benchmark/out/envpool, gitignored); the report to $REPORT.
+# Runs, logs and state go to $OUT (default benchmark/out/envpool, gitignored); the report to $REPORT. The report
+# ends with the score of random play in each game (benchmark/random_play.py), the floor a scaled run has to beat.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-10000000}
@@ -23,6 +24,7 @@ WORKERS=${WORKERS:-1}
 COMMAND_EXTRA=${COMMAND_EXTRA:-}
 OUT=${OUT:-benchmark/out/envpool}
 REPORT=${REPORT:-$OUT/report}
+RANDOM_EPISODES=${RANDOM_EPISODES:-10}  # per env of benchmark/random_play.py (100 envs), for the report's random-play table
 
 python benchmark/run.py \
     --command "python ppo_atari_envpool.py --total-timesteps $STEPS $COMMAND_EXTRA" \
@@ -36,3 +38,4 @@ python benchmark/run.py \
 python benchmark/report.py --runs "$OUT/runs" --sweep "$OUT/state" --out "$REPORT" \
     --title "Atari on envpool (ppo_atari_envpool.py, $STEPS steps)" \
     --note "Command: STEPS=$STEPS SEEDS='$SEEDS' ENVS='$ENVS' bash benchmark/envpool.sh"
+python benchmark/random_play.py --env-id $ENVS --episodes-per-env "$RANDOM_EPISODES" --markdown >> "$REPORT.md"

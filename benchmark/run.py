@@ -191,7 +191,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None,
                         help="OMP_NUM_THREADS of each run (default: cores // workers, at least 1)")
     parser.add_argument("--out", default=None, help="folder for logs and state files (default benchmark/out/<script>)")
-    parser.add_argument("--cwd", default=".", help="working directory of the runs (their runs/ folder lands there)")
+    parser.add_argument("--cwd", default=".", help="working directory of the runs (their runs/ folder lands there); made if missing")
     parser.add_argument("--grace", type=float, default=30.0, help="seconds a run gets to stop after Ctrl-C")
     parser.add_argument("--status-every", type=float, default=60.0,
                         help="seconds between status lines that show each running run's last output line")
@@ -211,8 +211,8 @@ def parse_args(argv=None):
         parser.error("--command is empty")
     if len(set(args.seeds)) != len(args.seeds) or len(set(args.env_ids)) != len(args.env_ids):
         parser.error("--env-ids and --seeds must not repeat a value")
-    if not os.path.isdir(args.cwd):
-        parser.error(f"--cwd {args.cwd}: no such folder")
+    if os.path.exists(args.cwd) and not os.path.isdir(args.cwd):
+        parser.error(f"--cwd {args.cwd}: not a folder")
     return args
 
 
@@ -221,6 +221,7 @@ def main(argv=None):
     runs = plan(args)
     out = Path(args.out or Path("benchmark/out") / script_name(runs[0].argv))
     out.mkdir(parents=True, exist_ok=True)
+    os.makedirs(args.cwd, exist_ok=True)  # e.g. a sweep's OUT=benchmark/out/NAME on its first run
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     threads = args.threads or max(1, cores // args.workers)
 

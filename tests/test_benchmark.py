@@ -112,7 +112,7 @@ def test_failing_runs_are_reported_others_still_run_and_restart_skips_finished(f
 
 
 def test_cwd_runs_the_command_elsewhere(fake):
-    (fake / "work").mkdir()
+    # the --cwd folder does not exist yet: the runner makes it (a sweep's first run in a new OUT folder)
     assert_ok(run_runner(fake, "--command", "python fake.py", "--env-ids", "ALE/Fake-v5", "--num-seeds", 2,
                          "--cwd", "work", "--out", "out"))
     cores = len(os.sched_getaffinity(0))
@@ -145,7 +145,7 @@ def test_ctrl_c_stops_the_runs_and_a_restart_runs_them_again(fake):
 
 def test_usage_errors(fake):
     assert_usage_error(run_runner(fake, "--command", "python fake.py", "--env-ids", "A", "--workers", 0), "--workers")
-    assert_usage_error(run_runner(fake, "--command", "python fake.py", "--env-ids", "A", "--cwd", "nope"), "--cwd")
+    assert_usage_error(run_runner(fake, "--command", "python fake.py", "--env-ids", "A", "--cwd", "fake.py"), "--cwd")
     assert_usage_error(run_report(fake, "--runs", "nope"), "--runs")
     assert_usage_error(run_report(fake, "--runs", ".", "--last", 0), "--last")
 
@@ -275,3 +275,81 @@ def test_a_command_that_cannot_start_is_a_failed_run(tmp_path):
     assert proc.returncode == 1
     assert "FAILED A seed 1: exit 127" in proc.stdout and "No such file" in proc.stdout
     assert states(tmp_path / "out")[("A", 1)]["status"] == "failed"
+
+
+# ------------------------------------------------------------------------------------ the sweep scripts
+
+# Stands in for a training script under a sweep: parses the command line with the script's own Args (so a flag the
+# script lacks, or a value it refuses, fails the sweep), records what it got, and writes a run as the script would.
+FAKE_TRAINER = r'''
+import json, sys, time
+from pathlib import Path
+import tyro
+sys.path.insert(0, sys.argv[1])  # tests/
+from helpers import load_script
+from test_benchmark import write_run
+script, argv = Path(sys.argv[2]), sys.argv[3:]
+args = tyro.cli(load_script(script.name).Args, args=argv)
+assert args.problem() is None, args.problem()
+with open("calls.jsonl", "a") as f:
+    f.write(json.dumps({"script": script.name, "env_id": args.env_id, "seed": args.seed,
+                        "total_timesteps": args.total_timesteps}) + "\n")
+write_run(Path("runs"), args.env_id, args.exp_name, args.seed, int(time.time()), args.total_timesteps,
+          [1.0, 2.0, 3.0], (10.0, 20.0), 5.0)
+'''
+
+SWEEPS = {  # sweep -> (its variables for one small run per script, the scripts it runs, the env ids they get)
+    "atari.sh": ({"ENVS": "BreakoutNoFrameskip-v4", "RANDOM_GAMES": "1"}, ["ppo_atari.py", "ppo_atari_lstm.py"],
+                 "BreakoutNoFrameskip-v4"),
+    "atari_multigpu.sh": ({"ENVS": "BreakoutNoFrameskip-v4"}, ["ppo_atari_multigpu.py"], "BreakoutNoFrameskip-v4"),
+    "envpool.sh": ({"ENVS": "Breakout-v5", "RANDOM_EPISODES": "1"}, ["ppo_atari_envpool.py"], "Breakout-v5"),
+    "procgen.sh": ({"ENVS": "starpilot", "RANDOM_EPISODES": "1"}, ["ppo_procgen.py"], "starpilot"),
+}
+
+
+@pytest.mark.parametrize("sweep", sorted(SWEEPS))
+def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
+    """The sweep file as a user runs it, into a new OUT folder, with `python ppo*.py` and `torchrun` answered by the
+    fake trainer: every run gets flags its script accepts, the report is written, with the random-play table."""
+    needs = {"atari.sh": "ale_py", "envpool.sh": "envpool", "procgen.sh": "envpool"}.get(sweep)
+    if needs:
+        pytest.importorskip(needs)
+    variables, scripts, env_id = SWEEPS[sweep]
+    (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = f'exec {sys.executable} {tmp_path / "fake_trainer.py"} {REPO / "tests"}'
+    (bin_dir / "python").write_text(f'#!/bin/bash\ncase "$1" in */ppo*.py) {fake} "$@";; esac\n'
+                                    f'exec {sys.executable} "$@"\n')
+    (bin_dir / "torchrun").write_text(f'#!/bin/bash\nwhile [[ "$1" == --* ]]; do shift; done\n{fake} "$@"\n')
+    for shim in bin_dir.iterdir():
+        shim.chmod(0o755)
+    out = tmp_path / "out" / "new"  # does not exist yet
+    env = test_env(PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=str(out), STEPS="16384", SEEDS="2", **variables)
+    proc = subprocess.run(["bash", str(REPO / "benchmark" / sweep)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert_ok(proc)
+    got = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    assert sorted(c["script"] for c in got) == sorted(scripts)
+    assert all(c["env_id"] == env_id and c["seed"] == 2 and c["total_timesteps"] == 16384 for c in got), got
+    report = (out / "report.md").read_text()
+    for script in scripts:
+        assert table_row(report, script[: -len(".py")], env_id, "16384")[4] == "2.00"  # mean of the fake's returns
+    if sweep != "atari_multigpu.sh":
+        assert "## Random play" in report
+
+
+def test_random_play_counts_whole_episodes_without_the_reset_step(tmp_path):
+    """CartPole pays 1 per step, so a whole episode's return equals its length: counting envpool's reset step
+    (reward 0) in an episode, or an episode cut short, would break the equality. Every env plays its own episodes."""
+    pytest.importorskip("envpool")
+    sys.path.insert(0, str(REPO / "benchmark"))
+    random_play = load_script("benchmark/random_play.py")
+    returns, lengths = random_play.random_play("CartPole-v1", num_envs=5, episodes_per_env=4, seed=3)
+    assert returns.shape == lengths.shape == (20,)
+    np.testing.assert_array_equal(returns, lengths)
+    assert lengths.min() >= 8 and lengths.max() <= 500  # CartPole can't fall in fewer than ~8 steps
+    again, _ = random_play.random_play("CartPole-v1", num_envs=5, episodes_per_env=4, seed=3)
+    np.testing.assert_array_equal(again, returns)  # seeded
+    assert_usage_error(subprocess.run([sys.executable, str(REPO / "benchmark" / "random_play.py"), "--env-id",
+                                       "Nope-v0"], env=test_env(), capture_output=True, text=True), "Nope-v0")

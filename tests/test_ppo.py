@@ -173,6 +173,36 @@ def test_bad_input_is_one_line_error(tmp_path, args, fragments):
     assert_usage_error(run_script("ppo.py", *args, cwd=tmp_path), *fragments)
 
 
+# A gymnasium env with MultiDiscrete actions, outside the repo: gymnasium makes an id "module:Name-v0" by importing the
+# module first, so the scripts can be pointed at it with PYTHONPATH.
+MULTIDISCRETE_ENV = """
+import gymnasium as gym
+import numpy as np
+
+class Toy(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.MultiDiscrete([2, 3])
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, np.float32), 0.0, True, False, {}
+
+gym.register("MultiDiscreteToy-v0", entry_point=Toy)
+"""
+
+
+@pytest.mark.parametrize("script", ["ppo.py", "ppo_continuous_action.py"])
+def test_a_multidiscrete_env_is_sent_to_the_multidiscrete_agent(tmp_path, script):
+    """The hint names the Agent to take and says that script makes envpool envs (it can't run a gymnasium id)."""
+    (tmp_path / "toy_envs.py").write_text(MULTIDISCRETE_ENV)
+    proc = run_script(script, "--env-id", "toy_envs:MultiDiscreteToy-v0", cwd=tmp_path,
+                      env=test_env(PYTHONPATH=str(tmp_path)))
+    assert_usage_error(proc, "MultiDiscrete action space", "Agent of ppo_multidiscrete.py", "envpool", "make_env")
+
+
 def test_save_then_evaluate(tmp_path):
     assert_ok(run_script("ppo.py", *TINY, "--save-model", cwd=tmp_path))
     (model,) = (run_dirs(tmp_path)[0]).glob("*.pt")
