@@ -267,6 +267,12 @@ class Agent(nn.Module):
         zeros = torch.zeros(self.lstm.num_layers, num_envs, self.lstm.hidden_size, device=self.actor.weight.device)
         return zeros, zeros.clone()
 
+    @staticmethod
+    def pixels(x):
+        """[A9] uint8 pixels scaled to [0, 1] here, not in storage. In channels_last (NHWC) memory, as the weights
+        (main): CPU convolutions then run about 1.5x faster (oneDNN), measured on a training mini-batch."""
+        return x.contiguous(memory_format=torch.channels_last) / 255.0
+
     def get_states(self, x, lstm_state, done):
         """Run the LSTM through a sequence of steps; returns its outputs (T * B, 128) and the state after the last.
 
@@ -274,7 +280,7 @@ class Agent(nn.Module):
         done = 1 means the obs is the first of a new episode; lstm_state: (h, c), each (1, B, 128), before step 0.
         """
         num_envs = lstm_state[0].shape[1]
-        hidden = self.network(x / 255.0).reshape(-1, num_envs, self.lstm.input_size)  # [A9] (T, B, 512)
+        hidden = self.network(self.pixels(x)).reshape(-1, num_envs, self.lstm.input_size)  # [A9] (T, B, 512)
         keep = (1.0 - done).reshape(-1, num_envs, 1)  # (T, B, 1)
         h, c = lstm_state
         outputs = []
@@ -382,7 +388,7 @@ def main(args: Args) -> None:
     except gym.error.Error as e:
         usage_error(f"cannot make env {args.env_id!r}: {e}")
 
-    agent = Agent(envs).to(device)
+    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the faster layout of CPU convolutions
     if checkpoint is not None:
         agent.load_state_dict(checkpoint["model"])
         returns = evaluate(agent, envs, args.eval_episodes, device)

@@ -353,3 +353,17 @@ def test_random_play_counts_whole_episodes_without_the_reset_step(tmp_path):
     np.testing.assert_array_equal(again, returns)  # seeded
     assert_usage_error(subprocess.run([sys.executable, str(REPO / "benchmark" / "random_play.py"), "--env-id",
                                        "Nope-v0"], env=test_env(), capture_output=True, text=True), "Nope-v0")
+
+
+def test_cnn_layout_times_both_layouts():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmark" / "cnn_layout.py"), "--scripts", "ppo_atari.py",
+                           "--repeats", "1"], env=test_env(), capture_output=True, text=True, timeout=300)
+    assert_ok(proc)
+    for layout in ("NCHW", "channels_last"):
+        cells = table_row(proc.stdout, "ppo_atari.py", layout)
+        assert cells[2:5:2] == ["256", "8"]  # the script's default mini-batch (8 envs x 128 steps / 4) and envs
+        assert float(cells[3]) > 0 and float(cells[5]) > 0
+    ratio = table_row(proc.stdout, "ppo_atari.py", "NCHW / channels_last")
+    assert ratio[3].endswith("x") and float(ratio[3][:-1]) > 0
+    assert_usage_error(subprocess.run([sys.executable, str(REPO / "benchmark" / "cnn_layout.py"), "--repeats", "0"],
+                                      env=test_env(), capture_output=True, text=True), "--repeats")

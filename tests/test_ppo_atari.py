@@ -153,6 +153,33 @@ def test_a8_a9_shared_cnn_on_uint8_frames():
     np.testing.assert_allclose(torch.linalg.svdvals(agent.critic.weight.detach().double()).numpy(), 1.0, rtol=1e-5)
 
 
+def test_channels_last_changes_the_memory_layout_not_the_numbers():
+    """main() moves the Agent to channels_last and pixels() lays the frames out the same way, for speed only:
+    outputs and gradients equal those of the default NCHW layout, up to float rounding."""
+    import copy
+
+    envs = SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (4, 84, 84), np.uint8),
+                           single_action_space=gym.spaces.Discrete(6))
+    torch.manual_seed(0)
+    nchw = atari.Agent(envs)
+    nhwc = copy.deepcopy(nchw).to(memory_format=torch.channels_last)
+    assert nhwc.network[0].weight.is_contiguous(memory_format=torch.channels_last)
+    assert atari.Agent.pixels(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).is_contiguous(
+        memory_format=torch.channels_last)
+    nchw.pixels = lambda x: x / 255.0  # the plain division, default layout
+    x = torch.randint(0, 256, (16, 4, 84, 84), dtype=torch.uint8)
+    action = torch.randint(0, 6, (16,))
+    outputs = []
+    for agent in (nchw, nhwc):
+        _, logprob, entropy, value = agent.get_action_and_value(x, action)
+        (logprob.sum() + entropy.sum() + value.sum()).backward()
+        outputs.append((logprob, entropy, value, [p.grad for p in agent.parameters()]))
+    for a, b in zip(outputs[0][:3], outputs[1][:3]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    for a, b in zip(outputs[0][3], outputs[1][3]):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-5)
+
+
 class RecordingAgent(atari.Agent):
     """The script's Agent, remembering the dtype of the frames the rollout stored and training read back."""
 
