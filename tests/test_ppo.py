@@ -221,6 +221,18 @@ def test_track_works_offline(tmp_path):
     assert list(offline_run.glob("*.wandb"))  # the run's data, for a later `wandb sync`
 
 
+def test_track_without_a_server_falls_back_to_offline(tmp_path):
+    """Online mode with a server that refuses connections (a closed local port, so no real network is touched):
+    wandb.init gives up after its 30 s timeout, the run logs offline and trains to the end. Takes about a minute."""
+    env = test_env(WANDB_MODE="online", WANDB_API_KEY="x" * 40, WANDB_BASE_URL="http://127.0.0.1:9")
+    proc = run_script("ppo.py", *TINY, "--track", cwd=tmp_path, env=env, timeout=300)
+    assert_ok(proc)
+    assert "cannot reach the server" in proc.stderr and "logging offline" in proc.stderr
+    assert any(line.startswith("step       256/256") for line in proc.stdout.splitlines())  # trained to the end
+    (offline_run,) = (tmp_path / "wandb").glob("offline-run-*")
+    assert list(offline_run.glob("*.wandb"))
+
+
 def test_capture_video(tmp_path):
     assert_ok(run_script("ppo.py", *TINY, "--capture-video", cwd=tmp_path))
     videos = list((tmp_path / "videos").rglob("*.mp4"))
