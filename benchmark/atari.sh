@@ -42,26 +42,5 @@ python benchmark/report.py --runs "$OUT/runs" --sweep "$OUT/state" --out "$REPOR
 
 # What "above random" means: whole-game scores of uniform random actions through ppo_atari.py's own wrappers
 # (RANDOM_GAMES games per env, seed 1; a few seconds a game), appended to the report.
-RANDOM_GAMES=${RANDOM_GAMES:-50} python - $ENVS >> "$REPORT.md" <<'PY'
-import importlib.util, sys
-import gymnasium as gym, numpy as np, ale_py
-gym.register_envs(ale_py)
-spec = importlib.util.spec_from_file_location("ppo_atari", "ppo_atari.py")
-atari = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(atari)
-games = int(__import__("os").environ["RANDOM_GAMES"])
-print(f"\n## Random play\n\nUniform random actions through `ppo_atari.make_env`, seed 1, {games} whole games per env.\n")
-print("| env | games | score (mean ± std) | max |\n| --- | --- | --- | --- |")
-for env_id in sys.argv[1:]:
-    env = atari.make_env(env_id, 0, False, "random")()
-    env.reset(seed=1)
-    env.action_space.seed(1)
-    scores = []
-    while len(scores) < games:
-        _, _, terminated, truncated, info = env.step(env.action_space.sample())
-        if "episode" in info:  # only at the end of a whole game (all lives)
-            scores.append(float(info["episode"]["r"]))
-        if terminated or truncated:
-            env.reset()
-    print(f"| {env_id} | {games} | {np.mean(scores):.2f} ± {np.std(scores):.2f} | {max(scores):.0f} |")
-PY
+python benchmark/random_play.py --env-id $ENVS --num-envs 1 --episodes-per-env "${RANDOM_GAMES:-50}" --markdown \
+    >> "$REPORT.md"

@@ -1,27 +1,38 @@
-"""The score of uniformly random play in an envpool env: the floor a scaled learning run has to beat.
+"""The score of uniformly random play: the floor a scaled learning run has to beat.
 
-    python benchmark/random_play.py --env-id StarpilotEasy-v0                 # procgen starpilot, easy
+    python benchmark/random_play.py --env-id StarpilotEasy-v0                 # an envpool id (procgen starpilot, easy)
     python benchmark/random_play.py --env-id Breakout-v5 --episodes-per-env 2
+    python benchmark/random_play.py --env-id BreakoutNoFrameskip-v4 --num-envs 1 --episodes-per-env 50
 
-Each of --num-envs envs plays its first --episodes-per-env whole episodes with uniformly random actions; the score
-of an episode is the sum of its raw rewards (envpool's default options: for Atari, a whole game's score, unclipped).
+Each of --num-envs envs plays its first --episodes-per-env whole episodes with uniformly random actions.
 Why not "the first N episodes to end": in parallel envs the short episodes end first, and in most games a short
 episode is a bad one, so that sample would put random play too low. Every env counts the same number of episodes.
 
-envpool resets on the step after a done (a reset step: action ignored, reward 0); that step belongs to no episode.
+- An envpool id: envpool's default options; the score is the sum of an episode's raw rewards (for Atari, a whole
+  game's score, unclipped). envpool resets on the step after a done (a reset step: action ignored, reward 0); that
+  step belongs to no episode.
+- A *NoFrameskip-v4 id: played through ppo_atari.py's make_env, so the score and length are what ppo_atari.py logs
+  (a whole game, all lives, raw score; the length in frames); env i is seeded with seed + i.
+
 Prints one line per env id: mean ± population std (ddof=0), min, max, the number of episodes and their mean length;
 with --markdown, a "Random play" section with a table instead (the sweep scripts append it to their report).
 """
 
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from common import Parser
 
 
+REPO = Path(__file__).resolve().parent.parent
+
+
 def random_play(env_id, num_envs, episodes_per_env, seed):
     """Returns (returns, lengths): arrays of num_envs * episodes_per_env whole episodes of random play."""
+    if env_id.endswith("NoFrameskip-v4"):
+        return random_play_atari(env_id, num_envs, episodes_per_env, seed)
     import envpool  # imported here so that --help works without it
 
     envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed)
@@ -51,9 +62,40 @@ def random_play(env_id, num_envs, episodes_per_env, seed):
     return np.array(returns).ravel(), np.array(lengths).ravel()
 
 
+def random_play_atari(env_id, num_envs, episodes_per_env, seed):
+    """Whole games through ppo_atari.py's wrappers, one env at a time: its episode statistics sit on the raw
+    emulator and report a game only when it is over, while a lost life [A3] just resets to the next life."""
+    import importlib.util
+
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    spec = importlib.util.spec_from_file_location("ppo_atari", REPO / "ppo_atari.py")
+    atari = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(atari)
+    returns, lengths = [], []
+    for i in range(num_envs):
+        env = atari.make_env(env_id, 0, False, "random")()
+        env.reset(seed=seed + i)
+        env.action_space.seed(seed + i)
+        played = 0
+        while played < episodes_per_env:
+            _, _, terminated, truncated, info = env.step(env.action_space.sample())
+            if "episode" in info:  # only at the end of a whole game
+                returns.append(float(info["episode"]["r"]))
+                lengths.append(int(info["episode"]["l"]))
+                played += 1
+            if terminated or truncated:
+                env.reset()
+        env.close()
+    return np.array(returns), np.array(lengths)
+
+
 def main(argv=None):
     parser = Parser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env-id", nargs="+", required=True, help="envpool ids, e.g. StarpilotEasy-v0 Breakout-v5")
+    parser.add_argument("--env-id", nargs="+", required=True,
+                        help="envpool ids (StarpilotEasy-v0, Breakout-v5) or *NoFrameskip-v4 ids")
     parser.add_argument("--num-envs", type=int, default=100, help="envs played in parallel (each counts equally)")
     parser.add_argument("--episodes-per-env", type=int, default=3, help="whole episodes each env plays")
     parser.add_argument("--seed", type=int, default=1, help="seed of the envs and of the random actions")
@@ -61,17 +103,20 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.num_envs < 1 or args.episodes_per_env < 1:
         parser.error("--num-envs and --episodes-per-env must be positive")
-    try:
-        import envpool
-    except ImportError:
-        parser.error("needs envpool: pip install envpool")
-    for env_id in args.env_id:
-        if env_id not in envpool.list_all_envs():
-            parser.error(f"--env-id {env_id}: not an envpool id (see envpool.list_all_envs())")
+    envpool_ids = [env_id for env_id in args.env_id if not env_id.endswith("NoFrameskip-v4")]
+    if envpool_ids:
+        try:
+            import envpool
+        except ImportError:
+            parser.error("needs envpool for envpool ids: pip install envpool")
+        for env_id in envpool_ids:
+            if env_id not in envpool.list_all_envs():
+                parser.error(f"--env-id {env_id}: neither an envpool id (see envpool.list_all_envs()) nor an Atari "
+                             f"*NoFrameskip-v4 id")
     if args.markdown:
-        print(f"\n## Random play\n\nUniformly random actions, envpool's default options, seed {args.seed}: "
-              f"{args.num_envs} envs x their first {args.episodes_per_env} whole episodes "
-              f"(`python benchmark/random_play.py`).\n")
+        print(f"\n## Random play\n\nUniformly random actions (envpool ids: envpool's default options; *NoFrameskip-v4 "
+              f"ids: ppo_atari.py's wrappers), seed {args.seed}: {args.num_envs} envs x their first "
+              f"{args.episodes_per_env} whole episodes (`python benchmark/random_play.py`).\n")
         print("| env | episodes | return (mean ± population std) | min | max | mean length |\n| --- | --- | --- | --- | --- | --- |")
     for env_id in args.env_id:
         start = time.time()

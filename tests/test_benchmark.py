@@ -298,12 +298,15 @@ write_run(Path("runs"), args.env_id, args.exp_name, args.seed, int(time.time()),
           [1.0, 2.0, 3.0], (10.0, 20.0), 5.0)
 '''
 
-SWEEPS = {  # sweep -> (its variables for one small run per script, the scripts it runs, the env ids they get)
+SWEEPS = {  # sweep -> (its variables for one small run per script, the scripts it runs, the env id they get, the
+    # env id of the random-play table or None)
     "atari.sh": ({"ENVS": "BreakoutNoFrameskip-v4", "RANDOM_GAMES": "1"}, ["ppo_atari.py", "ppo_atari_lstm.py"],
-                 "BreakoutNoFrameskip-v4"),
-    "atari_multigpu.sh": ({"ENVS": "BreakoutNoFrameskip-v4"}, ["ppo_atari_multigpu.py"], "BreakoutNoFrameskip-v4"),
-    "envpool.sh": ({"ENVS": "Breakout-v5", "RANDOM_EPISODES": "1"}, ["ppo_atari_envpool.py"], "Breakout-v5"),
-    "procgen.sh": ({"ENVS": "starpilot", "RANDOM_EPISODES": "1"}, ["ppo_procgen.py"], "starpilot"),
+                 "BreakoutNoFrameskip-v4", "BreakoutNoFrameskip-v4"),
+    "atari_multigpu.sh": ({"ENVS": "BreakoutNoFrameskip-v4"}, ["ppo_atari_multigpu.py"], "BreakoutNoFrameskip-v4",
+                          None),
+    "envpool.sh": ({"ENVS": "Breakout-v5", "RANDOM_EPISODES": "1"}, ["ppo_atari_envpool.py"], "Breakout-v5",
+                   "Breakout-v5"),
+    "procgen.sh": ({"ENVS": "starpilot", "RANDOM_EPISODES": "1"}, ["ppo_procgen.py"], "starpilot", "StarpilotEasy-v0"),
 }
 
 
@@ -314,7 +317,7 @@ def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
     needs = {"atari.sh": "ale_py", "envpool.sh": "envpool", "procgen.sh": "envpool"}.get(sweep)
     if needs:
         pytest.importorskip(needs)
-    variables, scripts, env_id = SWEEPS[sweep]
+    variables, scripts, env_id, random_env_id = SWEEPS[sweep]
     (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -335,8 +338,9 @@ def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
     report = (out / "report.md").read_text()
     for script in scripts:
         assert table_row(report, script[: -len(".py")], env_id, "16384")[4] == "2.00"  # mean of the fake's returns
-    if sweep != "atari_multigpu.sh":
+    if random_env_id is not None:
         assert "## Random play" in report
+        assert int(table_row(report, random_env_id)[1]) == (1 if sweep == "atari.sh" else 100)  # episodes
 
 
 def test_random_play_counts_whole_episodes_without_the_reset_step(tmp_path):
