@@ -24,7 +24,7 @@ WORKERS=${WORKERS:-1}
 COMMAND_EXTRA=${COMMAND_EXTRA:-}
 OUT=${OUT:-benchmark/out/envpool}
 REPORT=${REPORT:-$OUT/report}
-RANDOM_EPISODES=${RANDOM_EPISODES:-10}  # per env of benchmark/random_play.py (100 envs), for the report's random-play table
+RANDOM_EPISODES=${RANDOM_EPISODES:-10}  # whole episodes of random play per env (100 envs) for the report
 
 python benchmark/run.py \
     --command "python ppo_atari_envpool.py --total-timesteps $STEPS $COMMAND_EXTRA" \

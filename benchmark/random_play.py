@@ -117,7 +117,8 @@ def main(argv=None):
         print(f"\n## Random play\n\nUniformly random actions (envpool ids: envpool's default options; *NoFrameskip-v4 "
               f"ids: ppo_atari.py's wrappers), seed {args.seed}: {args.num_envs} envs x their first "
               f"{args.episodes_per_env} whole episodes (`python benchmark/random_play.py`).\n")
-        print("| env | episodes | return (mean ± population std) | min | max | mean length |\n| --- | --- | --- | --- | --- | --- |")
+        print("| env | episodes | return (mean ± population std) | min | max | mean length |")
+        print("| --- | --- | --- | --- | --- | --- |")
     for env_id in args.env_id:
         start = time.time()
         returns, lengths = random_play(env_id, args.num_envs, args.episodes_per_env, args.seed)

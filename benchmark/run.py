@@ -191,7 +191,8 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None,
                         help="OMP_NUM_THREADS of each run (default: cores // workers, at least 1)")
     parser.add_argument("--out", default=None, help="folder for logs and state files (default benchmark/out/<script>)")
-    parser.add_argument("--cwd", default=".", help="working directory of the runs (their runs/ folder lands there); made if missing")
+    parser.add_argument("--cwd", default=".",
+                        help="working directory of the runs (their runs/ folder lands there); made if missing")
     parser.add_argument("--grace", type=float, default=30.0, help="seconds a run gets to stop after Ctrl-C")
     parser.add_argument("--status-every", type=float, default=60.0,
                         help="seconds between status lines that show each running run's last output line")
