@@ -5,8 +5,10 @@
 # matplotlib for the plots.
 #
 #   bash benchmark/procgen.sh                    # the full sweep: 9 runs of 25M steps
-#   STEPS=2000000 SEEDS=1 ENVS=starpilot OUT=benchmark/out/procgen_scaled bash benchmark/procgen.sh
-#                                                # a scaled run (not run here: see benchmark/results/procgen.md)
+#   STEPS=1000000 SEEDS=1 ENVS=starpilot OUT=benchmark/out/procgen_scaled \
+#       REPORT=benchmark/results/procgen_scaled bash benchmark/procgen.sh
+#                                                # the scaled run of benchmark/results/procgen_scaled.md (90 min on
+#                                                # the 2-core CPU machine)
 #
 # Time: the IMPALA CNN on 64 envs x 256 steps is heavy on a CPU (about 165 SPS on a shared 2-core machine,
 # benchmark/results/procgen.md, so 25M steps would take about 42 hours): run the sweep on a GPU machine. Each run
