@@ -13,12 +13,10 @@ NCHW is the Agent with its pixels() reverted to a plain division by 255 and its 
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-from common import Parser
+from common import Parser, load_script
 
-REPO = Path(__file__).resolve().parent.parent
 # script -> (observation shape, actions, training mini-batch, envs): the scripts' defaults
 SHAPES = {
     "ppo_atari.py": ((4, 84, 84), 4, 8 * 128 // 4, 8),
@@ -26,15 +24,6 @@ SHAPES = {
     "ppo_atari_multigpu.py": ((4, 84, 84), 4, 8 * 128 // 4, 8),
     "ppo_procgen.py": ((3, 64, 64), 15, 64 * 256 // 8, 64),
 }
-
-
-def load(script):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(Path(script).stem, REPO / script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def time_agent(module, layout, shape, actions, batch, envs, repeats):
@@ -82,7 +71,7 @@ def main(argv=None):
     print("| script | layout | training mini-batch (frames) | ms | rollout step (envs) | ms |")
     print("| --- | --- | --- | --- | --- | --- |")
     for script in args.scripts:
-        module = load(script)
+        module = load_script(script)
         shape, actions, batch, envs = SHAPES[script]
         results = {}
         for layout in ("NCHW", "channels_last", "NCHW", "channels_last"):  # alternate; the second pair counts

@@ -1,7 +1,11 @@
 """What benchmark/run.py and benchmark/report.py share (imported as `common`: Python puts benchmark/ on the path)."""
 
 import argparse
+import importlib.util
 import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 class Parser(argparse.ArgumentParser):
@@ -18,3 +22,11 @@ class Parser(argparse.ArgumentParser):
 def safe(text):
     """text made safe for a file name: anything but letters, digits and -_. becomes _ (ALE/Pong-v5 -> ALE_Pong-v5)."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def load_script(name):
+    """Import a top-level script of the repo (e.g. "ppo_atari.py") as a module, by its path; only definitions run."""
+    spec = importlib.util.spec_from_file_location(Path(name).stem, REPO / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -20,13 +20,9 @@ with --markdown, a "Random play" section with a table instead (the sweep scripts
 
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-from common import Parser
-
-
-REPO = Path(__file__).resolve().parent.parent
+from common import Parser, load_script
 
 
 def random_play(env_id, num_envs, episodes_per_env, seed):
@@ -65,15 +61,11 @@ def random_play(env_id, num_envs, episodes_per_env, seed):
 def random_play_atari(env_id, num_envs, episodes_per_env, seed):
     """Whole games through ppo_atari.py's wrappers, one env at a time: its episode statistics sit on the raw
     emulator and report a game only when it is over, while a lost life [A3] just resets to the next life."""
-    import importlib.util
-
     import ale_py
     import gymnasium as gym
 
     gym.register_envs(ale_py)
-    spec = importlib.util.spec_from_file_location("ppo_atari", REPO / "ppo_atari.py")
-    atari = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(atari)
+    atari = load_script("ppo_atari.py")
     returns, lengths = [], []
     for i in range(num_envs):
         env = atari.make_env(env_id, 0, False, "random")()

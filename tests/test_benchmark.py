@@ -13,7 +13,6 @@ import pytest
 from helpers import REPO, assert_ok, assert_usage_error, load_script, test_env
 
 RUNNER = REPO / "benchmark" / "run.py"
-REPORT = REPO / "benchmark" / "report.py"
 
 # A stand-in for a training script: takes --env-id and --seed, appends a line to calls.txt, makes its run folder
 # under runs/, fails (exit 1) when its seed is listed in fail_seeds.txt, sleeps when asked (to be interrupted).
@@ -34,14 +33,18 @@ if seed in fail:
 '''
 
 
-def run_runner(cwd, *args, **kwargs):
-    return subprocess.run([sys.executable, str(RUNNER), *map(str, args)], cwd=cwd, env=test_env(),
-                          capture_output=True, text=True, timeout=120, **kwargs)
+def run_tool(name, *args, cwd=None, timeout=300):
+    """Run `python benchmark/<name> <args>` in cwd; returns the CompletedProcess (text output)."""
+    return subprocess.run([sys.executable, str(REPO / "benchmark" / name), *map(str, args)], cwd=cwd, env=test_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def run_runner(cwd, *args):
+    return run_tool("run.py", *args, cwd=cwd, timeout=120)
 
 
 def run_report(cwd, *args):
-    return subprocess.run([sys.executable, str(REPORT), *map(str, args)], cwd=cwd, env=test_env(),
-                          capture_output=True, text=True, timeout=300)
+    return run_tool("report.py", *args, cwd=cwd)
 
 
 def calls(cwd):
@@ -355,13 +358,11 @@ def test_random_play_counts_whole_episodes_without_the_reset_step(tmp_path):
     assert lengths.min() >= 8 and lengths.max() <= 500  # CartPole can't fall in fewer than ~8 steps
     again, _ = random_play.random_play("CartPole-v1", num_envs=5, episodes_per_env=4, seed=3)
     np.testing.assert_array_equal(again, returns)  # seeded
-    assert_usage_error(subprocess.run([sys.executable, str(REPO / "benchmark" / "random_play.py"), "--env-id",
-                                       "Nope-v0"], env=test_env(), capture_output=True, text=True), "Nope-v0")
+    assert_usage_error(run_tool("random_play.py", "--env-id", "Nope-v0"), "Nope-v0")
 
 
 def test_cnn_layout_times_both_layouts():
-    proc = subprocess.run([sys.executable, str(REPO / "benchmark" / "cnn_layout.py"), "--scripts", "ppo_atari.py",
-                           "--repeats", "1"], env=test_env(), capture_output=True, text=True, timeout=300)
+    proc = run_tool("cnn_layout.py", "--scripts", "ppo_atari.py", "--repeats", 1)
     assert_ok(proc)
     for layout in ("NCHW", "channels_last"):
         cells = table_row(proc.stdout, "ppo_atari.py", layout)
@@ -369,5 +370,4 @@ def test_cnn_layout_times_both_layouts():
         assert float(cells[3]) > 0 and float(cells[5]) > 0
     ratio = table_row(proc.stdout, "ppo_atari.py", "NCHW / channels_last")
     assert ratio[3].endswith("x") and float(ratio[3][:-1]) > 0
-    assert_usage_error(subprocess.run([sys.executable, str(REPO / "benchmark" / "cnn_layout.py"), "--repeats", "0"],
-                                      env=test_env(), capture_output=True, text=True), "--repeats")
+    assert_usage_error(run_tool("cnn_layout.py", "--repeats", 0), "--repeats")
