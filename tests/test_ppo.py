@@ -1,10 +1,8 @@
 """ppo.py: the 13 core details checked against independent computations, and the script's behaviour as a user sees it."""
 
-import os
 import signal
 import subprocess
 import sys
-import time
 from types import SimpleNamespace
 
 import gymnasium as gym
