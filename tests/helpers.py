@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -25,6 +26,32 @@ METRICS = [
     "losses/clipfrac",
     "losses/explained_variance",
 ]
+
+
+def missing(reason):
+    """A test cannot run here for want of `reason` (an extra, a system library): skip it on a user's machine, but
+    fail it in CI (the variable CI set), where .ci/run installs everything and a skip would hide a broken install."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI has everything installed, yet {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def need(module):
+    """Import an optional dependency of a test (ale_py, cv2, envpool, ...), or `missing` it with the import error."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        missing(f"{module} cannot be imported: {e}")
+
+
+def need_procgen():
+    """envpool with its procgen games, which need the Qt 5 runtime on Linux (apt install libqt5gui5)."""
+    envpool = need("envpool")
+    try:
+        envpool.make_spec("StarpilotEasy-v0")
+    except ImportError as e:
+        missing(f"envpool's procgen cannot load (on Linux: apt install libqt5gui5): {e}")
+    return envpool
 
 
 def load_script(name):

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import REPO, assert_ok, assert_usage_error, load_script, test_env
+from helpers import assert_ok, assert_usage_error, load_script, need, REPO, test_env
 
 RUNNER = REPO / "benchmark" / "run.py"
 
@@ -319,7 +319,7 @@ def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
     fake trainer: every run gets flags its script accepts, the report is written, with the random-play table."""
     needs = {"atari.sh": "ale_py", "envpool.sh": "envpool", "procgen.sh": "envpool"}.get(sweep)
     if needs:
-        pytest.importorskip(needs)
+        need(needs)
     variables, scripts, env_id, random_env_id = SWEEPS[sweep]
     (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
     bin_dir = tmp_path / "bin"
@@ -349,7 +349,7 @@ def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
 def test_random_play_counts_whole_episodes_without_the_reset_step(tmp_path):
     """CartPole pays 1 per step, so a whole episode's return equals its length: counting envpool's reset step
     (reward 0) in an episode, or an episode cut short, would break the equality. Every env plays its own episodes."""
-    pytest.importorskip("envpool")
+    need("envpool")
     sys.path.insert(0, str(REPO / "benchmark"))
     random_play = load_script("benchmark/random_play.py")
     returns, lengths = random_play.random_play("CartPole-v1", num_envs=5, episodes_per_env=4, seed=3)

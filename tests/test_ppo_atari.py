@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import assert_ok, assert_usage_error, load_script, read_every_metric, run_dirs, run_script, test_env
+from helpers import assert_ok, assert_usage_error, load_script, need, read_every_metric, run_dirs, run_script, test_env
 
-ale_py = pytest.importorskip("ale_py")
-cv2 = pytest.importorskip("cv2")
+ale_py = need("ale_py")
+cv2 = need("cv2")
 gym.register_envs(ale_py)
 
 atari = load_script("ppo_atari.py")

@@ -4,10 +4,10 @@ whole-game statistics [E1], checked against raw envpool envs stepped independent
 import numpy as np
 import pytest
 
-from helpers import (SameStepReference, assert_ok, assert_usage_error, load_script, read_every_metric, run_dirs, run_script,
-                    test_env)
+from helpers import (assert_ok, assert_usage_error, load_script, need, read_every_metric, run_dirs, run_script,
+                     SameStepReference, test_env)
 
-envpool = pytest.importorskip("envpool")
+envpool = need("envpool")
 
 atari = load_script("ppo_atari_envpool.py")
 BREAKOUT = "Breakout-v5"

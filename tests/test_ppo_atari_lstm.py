@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import assert_ok, assert_usage_error, load_script, read_every_metric, run_dirs, run_script
+from helpers import assert_ok, assert_usage_error, load_script, need, read_every_metric, run_dirs, run_script
 
-pytest.importorskip("ale_py")
-pytest.importorskip("cv2")
+need("ale_py")
+need("cv2")
 
 lstm = load_script("ppo_atari_lstm.py")
 BREAKOUT = "BreakoutNoFrameskip-v4"

@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from helpers import (METRICS, REPO, assert_ok, assert_usage_error, load_script, read_every_metric, read_scalars, run_dirs,
-                    run_script, test_env)
+from helpers import (assert_ok, assert_usage_error, load_script, METRICS, need, read_every_metric, read_scalars,
+                     REPO, run_dirs, run_script, test_env)
 
-pytest.importorskip("ale_py")
-pytest.importorskip("cv2")
+need("ale_py")
+need("cv2")
 
 SCRIPT = "ppo_atari_multigpu.py"
 mg = load_script(SCRIPT)

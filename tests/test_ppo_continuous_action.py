@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import (assert_ok, assert_usage_error, load_script, read_every_metric, read_scalars, run_dirs, run_script, test_env)
+from helpers import (assert_ok, assert_usage_error, load_script, missing, read_every_metric, read_scalars, run_dirs,
+                     run_script, test_env)
 
 SCRIPT = "ppo_continuous_action.py"
 pca = load_script(SCRIPT)
@@ -328,7 +329,7 @@ def egl_works():
 def test_capture_video_headless(tmp_path):
     """--capture-video of a MuJoCo env with neither a display nor MUJOCO_GL set: the script picks EGL itself."""
     if not egl_works():
-        pytest.skip("MuJoCo cannot render with EGL here: install libegl1 (or libosmesa6 and set MUJOCO_GL=osmesa)")
+        missing("MuJoCo cannot render with EGL here: install libegl1 (or libosmesa6 and set MUJOCO_GL=osmesa)")
     env = test_env()
     env.pop("MUJOCO_GL")
     env.pop("DISPLAY", None)

@@ -8,13 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import (SameStepReference, assert_ok, assert_usage_error, load_script, read_every_metric, run_dirs, run_script)
+from helpers import (assert_ok, assert_usage_error, load_script, need_procgen, read_every_metric, run_dirs,
+                     run_script, SameStepReference)
 
-envpool = pytest.importorskip("envpool")
-try:
-    envpool.make_spec("StarpilotEasy-v0")
-except ImportError as e:  # envpool's procgen needs the Qt 5 runtime on Linux (apt install libqt5gui5)
-    pytest.skip(f"envpool's procgen cannot load: {e}", allow_module_level=True)
+envpool = need_procgen()
 
 procgen = load_script("ppo_procgen.py")
 # 2 iterations of 4 envs x 64 steps: 128 steps per env, enough for random play to end a few starpilot episodes
