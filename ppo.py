@@ -1,12 +1,10 @@
-"""PPO for Discrete-action envs with vector observations (classic control).
+"""PPO for Discrete actions and vector observations (classic control): the base script, no parent.
 
-A faithful PyTorch reproduction of openai/baselines ppo2 with the 13 core implementation details,
-each tagged where it is implemented with its id from DETAILS.md ([C1] ... [C13]); X3 is an opt-in flag.
+Reproduces openai/baselines ppo2 with its 13 core details, each tagged where it is implemented ([C1] ... [C13]);
+[X1] and [X3] are opt-in flags. Every other script is this one plus what its family needs. See docs/ppo.md.
 
-    python ppo.py --env-id CartPole-v1                      # train, logs in runs/<run_name>/
-    python ppo.py --save-model                              # also save runs/<run_name>/ppo.pt
-    python ppo.py --eval-checkpoint runs/<run_name>/ppo.pt  # play the saved policy for 10 episodes
-    tensorboard --logdir runs
+    python ppo.py --env-id CartPole-v1 --seed 1                # train; logs in runs/<run_name>/ (tensorboard)
+    python ppo.py --eval-checkpoint runs/<run_name>/ppo.pt     # play a model saved by --save-model
 """
 
 import os

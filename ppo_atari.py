@@ -1,14 +1,10 @@
 """PPO for Atari games (ALE through gymnasium, the *NoFrameskip-v4 ids). Parent: ppo.py.
 
-A faithful PyTorch reproduction of openai/baselines ppo2 on Atari: the 13 core implementation details of ppo.py
-plus the 9 Atari ones, each tagged where it is implemented with its id from DETAILS.md ([A1] ... [A9]): baselines'
-atari_wrappers preprocessing, the Nature CNN shared by policy and value, uint8 frames scaled inside the network,
-and baselines' Atari hyperparameters as defaults. Needs the atari extra: pip install ale-py opencv-python-headless.
+Adds baselines' Atari details [A1] ... [A9]: the atari_wrappers preprocessing, the Nature CNN shared by policy and
+value, uint8 frames scaled in the network, baselines' Atari defaults. Needs pip install -e ".[atari]". docs/atari.md
 
-    python ppo_atari.py --env-id BreakoutNoFrameskip-v4                  # train, logs in runs/<run_name>/
-    python ppo_atari.py --save-model                                     # also save runs/<run_name>/ppo_atari.pt
-    python ppo_atari.py --eval-checkpoint runs/<run_name>/ppo_atari.pt   # play the saved policy for 10 games
-    tensorboard --logdir runs
+    python ppo_atari.py --env-id BreakoutNoFrameskip-v4 --seed 1           # train; logs in runs/<run_name>/
+    python ppo_atari.py --eval-checkpoint runs/<run_name>/ppo_atari.pt     # play a model saved by --save-model
 """
 
 import os

@@ -1,15 +1,10 @@
-"""PPO for Atari games on envpool (the *-v5 ids, stepped by envpool's C++ thread pool). Parent: ppo_atari.py.
+"""PPO for Atari games on envpool (the *-v5 ids, stepped in C++ threads). Parent: ppo_atari.py.
 
-ppo_atari.py with its envs replaced [E1]: envpool steps the games in C++ threads and does the Atari preprocessing
-[A1]-[A7] itself, set option by option to baselines' choices (make_env says which option implements which id);
-envpool's next-step autoreset is turned into baselines' same-step one, and the episode statistics come from
-envpool's outputs (EnvpoolVecEnv). The agent, the algorithm and the defaults are ppo_atari.py's. Needs envpool:
-pip install envpool.
+Adds [E1]: envpool does the preprocessing [A1] ... [A7] with baselines' options (make_env); EnvpoolVecEnv turns its
+next-step autoreset into baselines' same-step one and reads the episode statistics. Needs envpool. docs/envpool.md
 
-    python ppo_atari_envpool.py --env-id Breakout-v5                                   # train, logs in runs/<run_name>/
-    python ppo_atari_envpool.py --save-model                                           # also save the model
-    python ppo_atari_envpool.py --eval-checkpoint runs/<run_name>/ppo_atari_envpool.pt # play it for 10 games
-    tensorboard --logdir runs
+    python ppo_atari_envpool.py --env-id Breakout-v5 --seed 1                   # train; logs in runs/<run_name>/
+    python ppo_atari_envpool.py --eval-checkpoint runs/<run_name>/ppo_atari_envpool.pt
 """
 
 import os

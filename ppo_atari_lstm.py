@@ -1,14 +1,10 @@
-"""PPO with an LSTM policy for Atari games (ALE through gymnasium, the *NoFrameskip-v4 ids). Parent: ppo_atari.py.
+"""PPO with an LSTM policy for Atari games (the *NoFrameskip-v4 ids). Parent: ppo_atari.py.
 
-ppo_atari.py (13 core + 9 Atari details) plus the 5 LSTM details of openai/baselines ppo2's cnn_lstm policy, each
-tagged with its id from DETAILS.md ([L1] ... [L5]): one frame instead of a stack of 4 ([A7] with 1), an LSTM
-(512 -> 128) after the CNN trunk, its state reset at episode ends and rebuilt in training from the state saved at
-the start of each rollout, mini-batches made of whole env sequences. Needs: pip install ale-py opencv-python-headless.
+Adds baselines' cnn_lstm details [L1] ... [L5]: one frame instead of 4, an LSTM after the CNN, its state zeroed at
+episode starts, and mini-batches of whole env sequences re-run from the state saved before the rollout. docs/atari.md
 
-    python ppo_atari_lstm.py --env-id BreakoutNoFrameskip-v4                       # train, logs in runs/<run_name>/
-    python ppo_atari_lstm.py --save-model                                          # also save the model
-    python ppo_atari_lstm.py --eval-checkpoint runs/<run_name>/ppo_atari_lstm.pt   # play it for 10 games
-    tensorboard --logdir runs
+    python ppo_atari_lstm.py --env-id PongNoFrameskip-v4 --seed 1              # train; logs in runs/<run_name>/
+    python ppo_atari_lstm.py --eval-checkpoint runs/<run_name>/ppo_atari_lstm.pt
 """
 
 import os

@@ -1,16 +1,10 @@
-"""PPO for Atari games, data-parallel over several processes (torchrun). Parent: ppo_atari.py.
+"""PPO for Atari games, data-parallel over processes started by torchrun. Parent: ppo_atari.py.
 
-ppo_atari.py split over N processes [X2]: the envs are sharded (--num-envs is the global count, each process steps
-num_envs / N of them) [G1], envs are seeded per process but every process starts from the same weights [G2], and the
-gradients of each mini-batch are averaged over the processes in one all-reduce before every optimizer step [G3], so
-all processes take the same steps and keep identical weights. Only rank 0 writes logs, videos and models.
+Adds [X2], [G1] ... [G3]: the envs sharded over the processes (--num-envs is the global count), identical initial
+weights, gradients averaged in one all-reduce before every optimizer step; only rank 0 writes. See docs/multigpu.md.
 
     torchrun --standalone --nproc_per_node=2 ppo_atari_multigpu.py --env-id BreakoutNoFrameskip-v4   # 2 processes
-    torchrun --standalone --nproc_per_node=2 ppo_atari_multigpu.py --backend nccl --device-ids 0 1   # 2 GPUs
-    python ppo_atari_multigpu.py            # without torchrun: one process (world size 1), like ppo_atari.py
-    python ppo_atari_multigpu.py --eval-checkpoint runs/<run_name>/ppo_atari_multigpu.pt   # play a saved policy
-Several machines: the same torchrun command on each, with --nnodes=M --node-rank=i (or --rdzv-id) and
---rdzv-backend=c10d --rdzv-endpoint=HOST:PORT instead of --standalone (see torchrun --help).
+    torchrun --standalone --nproc_per_node=2 ppo_atari_multigpu.py --backend nccl --device-ids 0 1   # on 2 GPUs
 """
 
 import datetime

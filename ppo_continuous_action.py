@@ -1,15 +1,10 @@
-"""PPO for continuous (Box) actions with vector observations: MuJoCo and other continuous control.
+"""PPO for continuous (Box) actions: MuJoCo and other continuous control. Parent: ppo.py.
 
-Parent: ppo.py. Adds the 9 continuous-action details of openai/baselines ppo2 on MuJoCo ([M1] ... [M9]):
-a Normal policy with a state-independent log std, actions clipped only on their way to the env, and
-baselines' VecNormalize (running observation normalization and reward scaling, both clipped to [-10, 10]).
-The normalization statistics are saved with the model and frozen when a checkpoint is evaluated.
+Adds baselines' MuJoCo details [M1] ... [M9]: a Normal policy with a state-independent log std, actions clipped only
+on their way to the env, VecNormalize's observation and reward normalization (saved with the model). docs/continuous.md
 
-    python ppo_continuous_action.py --env-id Hopper-v4                  # train, logs in runs/<run_name>/
-    python ppo_continuous_action.py --save-model                        # also save the model + normalization
+    python ppo_continuous_action.py --env-id Hopper-v4 --seed 1                 # train; logs in runs/<run_name>/
     python ppo_continuous_action.py --eval-checkpoint runs/<run_name>/ppo_continuous_action.pt
-    python ppo_continuous_action.py --capture-video     # videos/<run_name>/; no display: EGL, or MUJOCO_GL=osmesa
-    tensorboard --logdir runs
 """
 
 import math

@@ -1,14 +1,10 @@
-"""PPO for MultiDiscrete-action envs (envpool's Jumanji ports), parent: ppo.py.
+"""PPO for MultiDiscrete actions, on envpool's Jumanji envs. Parent: ppo.py.
 
-ppo.py's 13 core details ([C1] ... [C13]) plus [D1]: the policy outputs one Categorical per action component,
-log-probs and entropies summed. The envs are envpool's (pip install envpool), e.g. Jumanji/JobShop-v0:
-10 machines each choose one of 20 jobs or "no-op"; an invalid choice ends the episode. The env's action mask
-is NOT used for acting here, only to log charts/invalid_action_rate (ppo_multidiscrete_mask.py uses it, [X4]).
+Adds [D1]: one Categorical per action component, log-probs and entropies summed; envpool's envs come through the
+same-step adapter EnvpoolVecEnv. The env's action mask is only logged (charts/invalid_action_rate). docs/multidiscrete.md
 
-    python ppo_multidiscrete.py --env-id Jumanji/JobShop-v0                     # train, logs in runs/<run_name>/
-    python ppo_multidiscrete.py --save-model                                    # also save runs/<run_name>/*.pt
+    python ppo_multidiscrete.py --env-id Jumanji/JobShop-v0 --seed 1            # train; logs in runs/<run_name>/
     python ppo_multidiscrete.py --eval-checkpoint runs/<run_name>/ppo_multidiscrete.pt
-    tensorboard --logdir runs
 """
 
 import os

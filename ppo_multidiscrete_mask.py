@@ -1,13 +1,10 @@
-"""PPO for MultiDiscrete-action envs with invalid action masking, parent: ppo_multidiscrete.py.
+"""PPO for MultiDiscrete actions with invalid action masking. Parent: ppo_multidiscrete.py.
 
-ppo_multidiscrete.py ([C1] ... [C13], [D1]) plus [X4]: the env's action mask (in its observation, e.g.
-Jumanji/JobShop-v0's (10, 21) "action_mask") removes invalid choices from each component's Categorical, when acting
-and when the log-probs are recomputed in training, with the masks stored in the rollout.
+Adds [X4]: the env's action mask removes invalid choices from each component's Categorical (logits set to -1e8), when
+acting and, with the masks stored in the rollout, when log-probs are recomputed in training. See docs/multidiscrete.md.
 
-    python ppo_multidiscrete_mask.py --env-id Jumanji/JobShop-v0                # train, logs in runs/<run_name>/
-    python ppo_multidiscrete_mask.py --save-model                               # also save runs/<run_name>/*.pt
+    python ppo_multidiscrete_mask.py --env-id Jumanji/JobShop-v0 --seed 1       # train; logs in runs/<run_name>/
     python ppo_multidiscrete_mask.py --eval-checkpoint runs/<run_name>/ppo_multidiscrete_mask.pt
-    tensorboard --logdir runs
 """
 
 import os

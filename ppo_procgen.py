@@ -1,16 +1,10 @@
-"""PPO for Procgen games (envpool's port of the 16 procgen games), the train-procgen setup. Parent: ppo_atari.py.
+"""PPO for Procgen games (envpool's port), the openai/train-procgen setup. Parent: ppo_atari_envpool.py.
 
-ppo_atari.py with the procgen details [P1]: the IMPALA-style CNN (depths 16, 32, 32, residual blocks, a 256-unit
-embedding) on 64 x 64 RGB frames scaled to [0, 1], rewards scaled by the std of the discounted return and clipped
-([M8, M9], baselines' VecNormalize without observation normalization), and the hyperparameters of openai/train-procgen
-(64 envs x 256 steps, 8 mini-batches, 3 epochs, gamma 0.999, lr 5e-4 without annealing). The games come from envpool
-[E1] (the procgen package has no wheel for Python >= 3.11): pip install envpool; on Linux it needs the Qt 5 runtime
-(apt install libqt5gui5).
+Adds [P1]: the IMPALA-style CNN on 64x64 RGB frames and train-procgen's hyperparameters, with rewards scaled and
+clipped as by baselines' VecNormalize [M8, M9]. Needs envpool and, on Linux, Qt 5 (libqt5gui5). See docs/envpool.md.
 
-    python ppo_procgen.py --env-id starpilot --distribution-mode easy              # train, logs in runs/<run_name>/
-    python ppo_procgen.py --save-model                                             # also save the model
-    python ppo_procgen.py --eval-checkpoint runs/<run_name>/ppo_procgen.pt         # play it for 10 episodes
-    tensorboard --logdir runs
+    python ppo_procgen.py --env-id starpilot --distribution-mode easy --seed 1  # train; logs in runs/<run_name>/
+    python ppo_procgen.py --eval-checkpoint runs/<run_name>/ppo_procgen.pt
 """
 
 import os

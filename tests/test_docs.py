@@ -1,0 +1,144 @@
+"""The docs hold together: every relative link and image in README.md and docs/*.md points to a file of the repo (and
+to a heading that exists, for #anchors), the README's scripts table names scripts that exist and every script is in
+it, every detail id tagged in a script is explained in docs/details.md, and the module docstrings stay short."""
+
+import ast
+import re
+
+import pytest
+from helpers import REPO
+
+PAGES = ["ppo", "atari", "multigpu", "envpool", "continuous", "multidiscrete", "benchmarks", "details", "speed"]
+DOCS = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
+MAX_DOCSTRING_LINES = 10  # issue 15: "at most ~8 lines"; the opening and closing quotes count
+
+FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.S | re.M)
+CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+HTML_SRC = re.compile(r"<(?:img|a)\b[^>]*?\b(?:src|href)=\"([^\"]+)\"", re.I)
+HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$", re.M)
+TAG = re.compile(r"\[((?:[A-Z]\d+)(?:,\s*[A-Z]\d+)*)\]")
+
+
+def prose(text):
+    """The text without fenced code blocks and inline code, where brackets and parentheses are not links."""
+    return CODE_SPAN.sub("", FENCE.sub("", text))
+
+
+def link_targets(text):
+    """Every link and image target of a Markdown text, in order."""
+    text = prose(text)
+    return LINK.findall(text) + HTML_SRC.findall(text)
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: markup dropped, lower case, punctuation removed, spaces to hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link in a heading keeps its text
+    text = text.replace("`", "").lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(text):
+    """The anchors of a page's headings; a repeated heading gets -1, -2, ... as on GitHub."""
+    seen, result = {}, set()
+    for heading in HEADING.findall(FENCE.sub("", text)):
+        base = slug(heading)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        result.add(base if n == 0 else f"{base}-{n}")
+    return result
+
+
+def broken_links(page, text):
+    """Each relative link of `text` (the content of the file `page`) that does not resolve, with the reason."""
+    broken = []
+    for target in link_targets(text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):  # https:, mailto:, ...: not a file of the repo
+            continue
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if REPO not in file.parents and file != REPO:
+            broken.append(f"{target}: outside the repository")
+        elif not file.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and file.suffix == ".md" and anchor not in anchors(text if file == page else file.read_text()):
+            broken.append(f"{target}: no heading with anchor #{anchor} in {file.relative_to(REPO)}")
+    return broken
+
+
+def scripts_table():
+    """The scripts named in the first column of the README's table under '## Scripts'."""
+    readme = (REPO / "README.md").read_text()
+    section = re.search(r"^## Scripts\s*$(.*?)(?=^## )", readme, re.S | re.M)
+    assert section, "README.md has no '## Scripts' section"
+    rows = [line for line in section.group(1).splitlines() if line.startswith("|")]
+    return [m.group(1) for row in rows[2:] if (m := re.match(r"\|\s*`([^`]+\.py)`", row))]
+
+
+def test_the_docs_pages_exist():
+    for page in PAGES:
+        assert (REPO / "docs" / f"{page}.md").is_file(), f"docs/{page}.md is missing"
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_and_image_resolves(page):
+    text = page.read_text()
+    assert link_targets(text), f"{page.name}: no link found; the parser must be broken"
+    assert broken_links(page, text) == []
+
+
+def test_the_link_check_finds_broken_links():
+    page = REPO / "docs" / "ppo.md"
+    text = (
+        "# Title\n\n## A `code` heading (with: punctuation)\n\n"
+        "[ok](../README.md) [ok too](#title) [ok as well](#a-code-heading-with-punctuation) "
+        "![img](../benchmark/results/classic_control/CartPole-v1.png) [web](https://example.com/x)\n"
+        "`[not a link](nowhere.md)`\n\n```\n[not a link either](nowhere.md)\n```\n\n"
+        "[gone](no-such-page.md) ![gone](../benchmark/results/none.png) [bad anchor](#no-such-heading) "
+        "[escapes](../../etc/passwd) <img src=\"missing.png\">\n"
+    )
+    assert [b.split(":")[0] for b in broken_links(page, text)] == [
+        "no-such-page.md",
+        "../benchmark/results/none.png",
+        "#no-such-heading",
+        "../../etc/passwd",
+        "missing.png",
+    ]
+
+
+def test_github_anchors():
+    assert slug("`ppo_atari.py` (parent: `ppo.py`)") == "ppo_ataripy-parent-ppopy"
+    assert slug("Core (C1–C13)") == "core-c1c13"
+    assert slug("[E1] envpool's autoreset and episode statistics") == "e1-envpools-autoreset-and-episode-statistics"
+    assert anchors("# Tests\n## Tests\n```\n# not a heading\n```\n") == {"tests", "tests-1"}
+
+
+def test_the_scripts_table_names_every_script_and_only_scripts_that_exist():
+    named = scripts_table()
+    assert len(named) == len(set(named)), f"a script is listed twice: {named}"
+    assert [s for s in named if not (REPO / s).is_file()] == []
+    assert sorted(named) == sorted(p.name for p in REPO.glob("ppo*.py"))
+
+
+def test_every_tagged_detail_is_explained_in_details_md():
+    details = (REPO / "docs" / "details.md").read_text()
+    explained = set(re.findall(r"^\| ([A-Z]\d+) \|", details, re.M))
+    tagged = set()
+    for script in REPO.glob("ppo*.py"):
+        for group in TAG.findall(script.read_text()):
+            tagged.update(re.split(r",\s*", group))
+    assert len(tagged) > 40, f"only {sorted(tagged)} found: the tag pattern must be broken"
+    assert sorted(tagged - explained) == []
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in REPO.glob("ppo*.py")))
+def test_module_docstring_is_short(script):
+    source = (REPO / script).read_text()
+    tree = ast.parse(source)
+    docstring = ast.get_docstring(tree, clean=False)
+    assert docstring, f"{script} has no module docstring"
+    node = tree.body[0]
+    lines = node.end_lineno - node.lineno + 1
+    assert lines <= MAX_DOCSTRING_LINES, f"{script}: the module docstring has {lines} lines"
+    assert "Parent:" in docstring or script == "ppo.py", f"{script}: the docstring does not name its parent"
