@@ -1,6 +1,7 @@
 """The docs hold together: every relative link and image in README.md and docs/*.md points to a file of the repo (and
 to a heading that exists, for #anchors), the README's scripts table names scripts that exist and every script is in
-it, every detail id tagged in a script is explained in docs/details.md, and the module docstrings stay short."""
+it, every detail id tagged in a script is explained in docs/details.md, and the README and the module docstrings stay
+short."""
 
 import ast
 import re
@@ -11,6 +12,7 @@ from helpers import REPO
 PAGES = ["ppo", "atari", "multigpu", "envpool", "continuous", "multidiscrete", "benchmarks", "details", "speed"]
 DOCS = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
 MAX_DOCSTRING_LINES = 10  # issue 15: "at most ~8 lines"; the opening and closing quotes count
+MAX_README_LINES = 200  # issue 15: "at most ~200 lines"
 
 FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.S | re.M)
 CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
@@ -76,9 +78,11 @@ def scripts_table():
     return [m.group(1) for row in rows[2:] if (m := re.match(r"\|\s*`([^`]+\.py)`", row))]
 
 
-def test_the_docs_pages_exist():
+def test_the_docs_pages_exist_and_the_readme_is_a_front_page():
     for page in PAGES:
         assert (REPO / "docs" / f"{page}.md").is_file(), f"docs/{page}.md is missing"
+    lines = len((REPO / "README.md").read_text().splitlines())
+    assert lines <= MAX_README_LINES, f"README.md has {lines} lines: move details to docs/"
 
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(REPO)))
