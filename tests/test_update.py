@@ -242,9 +242,9 @@ def threads(module):
     return {"num_threads": 1} if "num_threads" in {f.name for f in dataclasses.fields(module.Args)} else {}
 
 
-def train(script, cwd):
-    """Train `script` in-process for TINY and save the model, recording every ppo_loss call (inputs, coefficients,
-    statistics), every gradient clip and the agent's initial weights."""
+def train(script, cwd, **overrides):
+    """Train `script` in-process for TINY (with overrides) and save the model, recording every ppo_loss call (inputs,
+    coefficients, statistics), every gradient clip and the agent's initial weights."""
     if script == "ppo_procgen.py":
         need_procgen()
     for module_name in NEEDS.get(script, []):
@@ -270,7 +270,7 @@ def train(script, cwd):
         mp.setattr(module, "Agent", RecordingAgent)
         mp.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, max_norm, *a, **k: run.clips.append(max_norm)
                    or clip_grad_norm_(params, max_norm, *a, **k))
-        run.args = module.Args(**TINY, save_model=True, **threads(module))
+        run.args = module.Args(**{**TINY, "save_model": True, **threads(module), **overrides})
         module.main(run.args)
     (run.model,) = (cwd / "runs").rglob("*.pt")  # rglob: an env id such as Jumanji/JobShop-v0 makes a subfolder
     run.scalars = read_scalars(run.model.parent)
@@ -311,6 +311,19 @@ def test_logged_losses_are_the_mean_of_the_update(tiny_run, script):
             np.testing.assert_allclose(logged, mean, rtol=1e-4, atol=1e-6, err_msg=f"{name}, iteration {i + 1}")
             distinguishable |= abs(last - mean) > 1e-3 * abs(mean) + 1e-5
     assert distinguishable  # the check above would have failed had the last mini-batch been logged
+
+
+@pytest.mark.parametrize("script", ["ppo.py", "ppo_atari_multigpu.py"])
+def test_early_stopping_tests_the_last_mini_batch_kl(tiny_run, tmp_path, script):
+    """[X3] --target-kl ends an update's epochs when the last mini-batch's approx KL exceeds it, not their mean (the
+    logged value). The first epoch of the tiny run's first update has two mini-batches, of approx KL 0 (ratio 1) and
+    k > 0; a target between their mean and k ends that update after one epoch (the multi-GPU script: a world of one)."""
+    first_epoch = [call["stats"]["approx_kl"] for call in tiny_run(script).calls[:2]]
+    target = 0.75 * first_epoch[-1]
+    assert np.mean(first_epoch) < target < first_epoch[-1]
+    # one iteration: the first update of the tiny run, the same until --target-kl stops it
+    run = train(script, tmp_path, total_timesteps=16, target_kl=target)
+    assert len(run.calls) == TINY["num_minibatches"]  # one epoch of two
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
