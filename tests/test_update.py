@@ -64,7 +64,7 @@ def reference_loss(newlogprob, entropy, newvalue, logprob, value, advantages, re
 
 
 def script_loss(module, inputs, *coefs):
-    """A script's ppo_loss on float64 copies of inputs: (loss, stats as floats, gradients of the first three)."""
+    """A script's ppo_loss on float64 copies of inputs: (loss, stats, gradients of the first three inputs)."""
     inputs = [torch.tensor(x, dtype=torch.float64, requires_grad=i < 3) for i, x in enumerate(inputs)]
     loss, stats = module.ppo_loss(*inputs, *coefs)
     loss.backward()
