@@ -36,7 +36,7 @@ class Args:
     seed: int = 1
     """seed of python, numpy, torch and the envs (env i gets seed + i); any integer >= 0"""
     torch_deterministic: bool = True
-    """make torch choose deterministic algorithms; off only trades reproducibility for GPU speed"""
+    """set torch.backends.cudnn.deterministic: deterministic cuDNN kernels on a GPU; nothing else, no effect on CPU"""
     cuda: bool = True
     """use the GPU when torch sees one (ignored otherwise)"""
     track: bool = False
@@ -286,6 +286,44 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
     return advantages, advantages + values
 
 
+def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns, clip_coef, norm_adv, clip_vloss,
+             ent_coef, vf_coef):
+    """[C7]-[C10] The PPO loss of one mini-batch; returns (loss, stats), a pure function of its inputs.
+
+    newlogprob, entropy, newvalue: the current policy's log-probs and entropies of the stored actions, and its values;
+    logprob, value, advantages, returns: what the rollout stored for the same samples; all (minibatch_size,).
+    stats: this mini-batch's [C12] debug variables as 0-d tensors (no gradient), named as the metrics losses/<name>.
+    """
+    logratio = newlogprob - logprob
+    ratio = logratio.exp()
+
+    if norm_adv:  # [C7] per mini-batch; population std, as numpy's in baselines
+        advantages = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
+
+    # [C8] clipped surrogate objective
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+    newvalue = newvalue.view(-1)
+    if clip_vloss:  # [C9] value loss clipped around the old value
+        v_loss_unclipped = (newvalue - returns) ** 2
+        v_clipped = value + torch.clamp(newvalue - value, -clip_coef, clip_coef)
+        v_loss_clipped = (v_clipped - returns) ** 2
+        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+    else:
+        v_loss = 0.5 * ((newvalue - returns) ** 2).mean()
+
+    entropy_loss = entropy.mean()
+    loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef  # [C10] one loss, one optimizer
+
+    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
+        stats = dict(value_loss=v_loss.detach(), policy_loss=pg_loss.detach(), entropy=entropy_loss.detach(),
+                     old_approx_kl=(-logratio).mean(), approx_kl=((ratio - 1) - logratio).mean(),
+                     clipfrac=((ratio - 1.0).abs() > clip_coef).float().mean())
+    return loss, stats
+
+
 def evaluate(agent, envs, num_episodes, device):
     """Play the agent's stochastic policy until num_episodes episodes have ended; returns their returns."""
     episodic_returns = []
@@ -373,7 +411,9 @@ def main(args: Args) -> None:
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
     )
 
-    # [C3] Adam epsilon 1e-5. fused=True: one kernel for all parameters, the same math as the default loop, faster
+    # [C3] Adam epsilon 1e-5. ppo2's TF1 Adam adds it before the bias correction ("epsilon hat"), PyTorch after, so
+    # the same 1e-5 weighs more early in ppo2: 1e-5 / sqrt(1 - 0.999^t) in PyTorch's terms at step t (not reproduced).
+    # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # rollout storage: (num_steps, num_envs, ...)
@@ -438,7 +478,7 @@ def main(args: Args) -> None:
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)
 
-            clipfracs = []
+            update_stats = []  # [C12] every mini-batch's debug variables: the logs show their mean over the update
             for epoch in range(args.update_epochs):
                 # [C6] one shuffle per epoch, cut into equal mini-batches: every sample used exactly once per epoch
                 b_inds = torch.randperm(args.batch_size, device=device)
@@ -446,42 +486,18 @@ def main(args: Args) -> None:
                     mb_inds = b_inds[start : start + args.minibatch_size]
 
                     _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
-                    logratio = newlogprob - b_logprobs[mb_inds]
-                    ratio = logratio.exp()
-
-                    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
-                        old_approx_kl = (-logratio).mean()
-                        approx_kl = ((ratio - 1) - logratio).mean()
-                        clipfracs.append(((ratio - 1.0).abs() > clip_coef).float().mean())
-
-                    mb_advantages = b_advantages[mb_inds]
-                    if args.norm_adv:  # [C7] per mini-batch; population std, as numpy's in baselines
-                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std(correction=0) + 1e-8)
-
-                    # [C8] clipped surrogate objective
-                    pg_loss1 = -mb_advantages * ratio
-                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-
-                    newvalue = newvalue.view(-1)
-                    if args.clip_vloss:  # [C9] value loss clipped around the old value
-                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                        v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds], -clip_coef, clip_coef
-                        )
-                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-                    else:
-                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
-
-                    entropy_loss = entropy.mean()
-                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef  # [C10] one loss, one optimizer
+                    loss, stats = ppo_loss(
+                        newlogprob, entropy, newvalue, b_logprobs[mb_inds], b_values[mb_inds], b_advantages[mb_inds],
+                        b_returns[mb_inds], clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef,
+                    )
+                    update_stats.append(stats)
 
                     optimizer.zero_grad()
                     loss.backward()
                     nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # [C11] global gradient clipping
                     optimizer.step()
 
+                approx_kl = stats["approx_kl"]  # X3 tests the last mini-batch's approx KL, not the logged mean
                 if args.target_kl is not None and approx_kl > args.target_kl:  # [X3] early stopping, off by default
                     break
 
@@ -489,15 +505,12 @@ def main(args: Args) -> None:
             var_y = np.var(y_true)
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
-            # [C12] debug variables, from the last mini-batch (losses, KL) or the whole update (clipfrac)
+            # [C12] debug variables: the mean over all mini-batches and epochs of the update, as baselines logs them
             sps = int(global_step / (time.time() - start_time))
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
-            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
-            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
-            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-            writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+            for name in update_stats[0]:  # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
+                mean = torch.stack([stats[name] for stats in update_stats]).mean()
+                writer.add_scalar(f"losses/{name}", mean.item(), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", sps, global_step)
             if iteration % max(1, args.num_iterations // 20) == 0 or iteration in (1, args.num_iterations):

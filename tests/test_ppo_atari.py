@@ -207,7 +207,9 @@ def test_short_run_copied_alone_writes_every_metric(tmp_path):
     returns = [v for _, v in scalars["charts/episodic_return"]]
     lengths = [v for _, v in scalars["charts/episodic_length"]]
     assert all(r >= 0 and r == int(r) for r in returns) and min(lengths) > 200, (returns, lengths)
-    assert len(scalars["charts/learning_rate"]) == 4
+    # [C4] the learning rate of iteration i (of 4) is 2.5e-4 * (1 - (i - 1) / 4): annealed linearly, by value
+    lrs = [v for _, v in scalars["charts/learning_rate"]]
+    np.testing.assert_allclose(lrs, [2.5e-4 * (1 - (i - 1) / 4) for i in range(1, 5)], rtol=1e-6)
     assert (run_dir / "ppo_atari.pt").is_file()
     assert "step" in proc.stdout and "SPS" in proc.stdout
 

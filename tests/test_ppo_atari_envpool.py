@@ -106,7 +106,9 @@ def test_short_run_copied_alone_writes_every_metric_then_evaluates(tmp_path):
     returns = [v for _, v in scalars["charts/episodic_return"]]
     lengths = [v for _, v in scalars["charts/episodic_length"]]
     assert all(r >= 0 and r == int(r) for r in returns) and min(lengths) > 100, (returns, lengths)
-    assert len(scalars["charts/learning_rate"]) == 2
+    # [C4] the learning rate of iteration i (of 2) is 2.5e-4 * (1 - (i - 1) / 2): annealed linearly, by value
+    lrs = [v for _, v in scalars["charts/learning_rate"]]
+    np.testing.assert_allclose(lrs, [2.5e-4 * (1 - (i - 1) / 2) for i in range(1, 3)], rtol=1e-6)
     (model,) = run_dir.glob("ppo_atari_envpool.pt")
     assert "step" in proc.stdout and "SPS" in proc.stdout
     proc = run_script("ppo_atari_envpool.py", "--eval-checkpoint", model, "--eval-episodes", "1", cwd=tmp_path,

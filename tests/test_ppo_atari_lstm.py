@@ -162,7 +162,9 @@ def test_short_run_copied_alone_writes_every_metric(tmp_path):
     assert_ok(proc)
     (run_dir,) = run_dirs(tmp_path)
     scalars = read_every_metric(run_dir)
-    assert len(scalars["charts/learning_rate"]) == 4
+    # [C4] the learning rate of iteration i (of 4) is 2.5e-4 * (1 - (i - 1) / 4): annealed linearly, by value
+    lrs = [v for _, v in scalars["charts/learning_rate"]]
+    np.testing.assert_allclose(lrs, [2.5e-4 * (1 - (i - 1) / 4) for i in range(1, 5)], rtol=1e-6)
     assert "step" in proc.stdout and "SPS" in proc.stdout
 
 
