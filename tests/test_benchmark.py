@@ -14,18 +14,44 @@ from helpers import assert_ok, assert_usage_error, load_script, need, REPO, test
 
 RUNNER = REPO / "benchmark" / "run.py"
 
-# A stand-in for a training script: takes --env-id and --seed, appends a line to calls.txt, makes its run folder
-# under runs/, fails (exit 1) when its seed is listed in fail_seeds.txt, sleeps when asked (to be interrupted).
+# A stand-in for a training script: takes --env-id and --seed, appends a line to calls.txt, makes its own run folder
+# under runs/ with args.json (as the scripts do: {name}-2 when {name} exists), fails (exit 1) when its seed is listed
+# in fail_seeds.txt, sleeps when asked (to be interrupted; --stubborn: SIGINT does not stop it). --same-folder: every
+# run of a seed writes into the folder of the second the first one started (as scripts without unique folders did).
 FAKE = r'''
-import os, signal, sys, time
+import json, os, signal, sys, time
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 env_id, seed = args["--env-id"], args["--seed"]
-signal.signal(signal.SIGINT, lambda *_: (print("fake got SIGINT", flush=True), sys.exit(130)))
+stubborn = args.get("--stubborn") == "1"
+signal.signal(signal.SIGINT, lambda *_: (print("fake got SIGINT", flush=True), None if stubborn else sys.exit(130)))
 with open("calls.txt", "a") as f:
     f.write(f"{env_id} {seed} {os.environ.get('OMP_NUM_THREADS')}\n")
 print(f"fake run {env_id} seed {seed} started", flush=True)
-time.sleep(float(args.get("--sleep", 0)))
-os.makedirs(f"runs/{env_id}__fake__{seed}__{int(time.time())}", exist_ok=True)
+deadline = time.time() + float(args.get("--sleep", 0))
+while time.time() < deadline:
+    time.sleep(0.05)
+name = f"runs/{env_id.replace('/', '_')}__fake__{seed}__{int(time.time())}"
+if args.get("--same-folder") == "1":
+    try:
+        fd = os.open(f"stamp_{seed}.txt", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.write(fd, name.encode())
+        os.close(fd)
+    except FileExistsError:
+        time.sleep(0.5)
+    name = open(f"stamp_{seed}.txt").read()
+    os.makedirs(name, exist_ok=True)
+else:
+    os.makedirs("runs", exist_ok=True)
+    for suffix in ["", *(f"-{i}" for i in range(2, 100))]:
+        try:
+            os.mkdir(name + suffix)
+            name += suffix
+            break
+        except FileExistsError:
+            pass
+settings = {k[2:].replace("-", "_"): v for k, v in args.items() if k not in ("--env-id", "--seed")}
+with open(f"{name}/args.json", "w") as f:
+    json.dump({"script": "fake.py", "env_id": env_id, "seed": int(seed), **settings}, f)
 fail = open("fail_seeds.txt").read().split() if os.path.exists("fail_seeds.txt") else []
 if seed in fail:
     print(f"fake run {env_id} seed {seed}: failing on purpose", file=sys.stderr)
@@ -120,9 +146,9 @@ def test_cwd_runs_the_command_elsewhere(fake):
                          "--cwd", "work", "--out", "out"))
     cores = len(os.sched_getaffinity(0))
     assert sorted(calls(fake / "work")) == [f"ALE/Fake-v5 1 {cores}", f"ALE/Fake-v5 2 {cores}"]
-    # an env id with a slash nests the run folder; the state names it relative to runs/
-    made = sorted(p.relative_to(fake / "work" / "runs").as_posix() for p in (fake / "work" / "runs" / "ALE").iterdir())
-    assert len(made) == 2
+    # an env id with a slash: the state names the run folder relative to runs/
+    made = sorted(p.name for p in (fake / "work" / "runs").iterdir())
+    assert len(made) == 2 and all(name.startswith("ALE_Fake-v5__fake__") for name in made)
     assert sorted(name for d in states(fake / "out").values() for name in d["run_names"]) == made
 
 
@@ -141,9 +167,65 @@ def test_ctrl_c_stops_the_runs_and_a_restart_runs_them_again(fake):
     assert "interrupted" in stderr
     for log in (fake / "out").glob("*.log"):
         assert "fake got SIGINT" in log.read_text()  # each run was stopped with SIGINT, not killed
-    assert states(fake / "out") == {}  # nothing recorded as done
+    assert {d["status"] for d in states(fake / "out").values()} == {"interrupted"}  # nothing recorded as done
     out = run_runner(fake, *grid, "--dry-run").stdout
     assert "0 already done" in out and out.count("would run:") == 2
+
+
+def test_two_runs_in_one_folder_are_refused_and_whitespace_is_no_new_run(fake):
+    """Two arms started together that write into one run folder: the runner records the folder for the first run to
+    end and refuses it to the other (a failed run, with the reason), so no report mixes two runs' scalars."""
+    arm = ["--env-ids", "EnvA-v0", "--seeds", 1, "--out", "out"]
+    both = ["--command", "python fake.py --same-folder 1 --sleep 1", *arm]
+    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, both)], cwd=fake, env=test_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    other = run_runner(fake, "--command", "python fake.py --same-folder 1 --sleep 1 --tag b", *arm)
+    first_out, _ = proc.communicate(timeout=60)
+    assert sorted([proc.returncode, other.returncode]) == [0, 1], first_out + other.stdout
+    st = [json.loads(p.read_text()) for p in (fake / "out").glob("*.json")]
+    assert sorted(d["status"] for d in st) == ["done", "failed"]
+    done, failed = sorted(st, key=lambda d: d["status"])
+    folder = (fake / "stamp_1.txt").read_text()[len("runs/"):]
+    assert done["run_names"] == [folder] and failed["run_names"] == []
+    assert failed["error"].startswith(f"its run folder runs/{folder} is recorded for another run")
+    assert "two runs wrote into one folder" in (first_out + other.stdout)
+    # the same command with other spaces is the same run: done, not run again
+    n = len(calls(fake))
+    cmd = done["command"].replace(" ", "   ")
+    assert "1 already done" in run_runner(fake, "--command", cmd, *arm).stdout and len(calls(fake)) == n
+
+
+def test_second_ctrl_c_kills_at_once_in_one_line(fake):
+    grid = ["--command", "python fake.py --sleep 600 --stubborn 1", "--env-ids", "EnvA-v0", "--seeds", 1,
+            "--out", "out", "--grace", 600]
+    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=test_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = lambda: "".join(p.read_text() for p in (fake / "out").glob("*.log"))  # noqa: E731
+    deadline = time.time() + 60  # safety nets against a hang, not timing assertions
+    while "started" not in log() and time.time() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    while "fake got SIGINT" not in log() and time.time() < deadline:  # the run ignores it: the runner waits
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 2 and lines[0].startswith("interrupted") and lines[1] == "second interrupt: killing 1 run(s) now"
+
+
+def test_error_line_of_a_failed_run(tmp_path):
+    sys.path.insert(0, str(REPO / "benchmark"))
+    runner = load_script("benchmark/run.py")
+    log = tmp_path / "a.log"
+    proc = subprocess.run([sys.executable, str(REPO / "ppo.py"), "--learning-rat", "1"], capture_output=True,
+                          text=True, cwd=tmp_path, env=test_env())
+    assert proc.returncode == 2
+    log.write_text("$ python ppo.py\n" + proc.stdout + proc.stderr)
+    assert runner.error_line(log).startswith("Unrecognized options: --learning-rat")  # tyro's message, not its border
+    log.write_text("step 1\nTraceback (most recent call last):\n  File x\nValueError: bad\n")
+    assert runner.error_line(log) == "ValueError: bad"
 
 
 def test_usage_errors(fake):
