@@ -134,16 +134,21 @@ def write_state(out, run, **fields):
     os.replace(tmp, path)
 
 
-def last_line(path):
-    """The last non-empty line a run printed (its progress line while it trains); '' when none."""
+def tail_lines(path, size=8192):
+    """The non-empty lines of the last `size` bytes of a log ([] when it cannot be read)."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 4096))
+            f.seek(max(0, f.tell() - size))
             lines = [line.strip() for line in f.read().decode(errors="replace").replace("\r", "\n").split("\n")]
     except OSError:
-        return ""
-    lines = [line for line in lines if line]
+        return []
+    return [line for line in lines if line]
+
+
+def last_line(path):
+    """The last non-empty line a run printed (its progress line while it trains); '' when none."""
+    lines = tail_lines(path, 4096)
     return lines[-1] if lines else ""
 
 
@@ -221,14 +226,7 @@ def read_args_json(cwd, run_name):
 def error_line(path):
     """The line that says why a run failed: for tyro's boxed error, its first line of text (not the border); for a
     traceback, the exception line; else the last line the run printed."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            lines = [line.strip() for line in f.read().decode(errors="replace").replace("\r", "\n").split("\n")]
-    except OSError:
-        return ""
-    lines = [line for line in lines if line]
+    lines = tail_lines(path)
     boxes = [i for i, line in enumerate(lines) if line.startswith("╭")]
     if boxes:
         for line in lines[boxes[-1] + 1:]:
