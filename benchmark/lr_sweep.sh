@@ -8,6 +8,7 @@
 #   bash benchmark/lr_sweep.sh                    # CartPole-v1, seeds 1-3, 100k steps; report in $OUT/report.md
 #   REPORT=benchmark/results/lr_sweep bash benchmark/lr_sweep.sh           # the committed worked example
 #   ENVS="CartPole-v1 Acrobot-v1" SEEDS="1 2 3 4 5" STEPS=500000 bash benchmark/lr_sweep.sh
+#   NOTE="..." bash benchmark/lr_sweep.sh         # a line for the report (the machine, the load, ...)
 #
 # Restartable: run it again after a Ctrl-C or a failure and only the unfinished runs run (benchmark/run.py).
 # Runs, logs and state go to $OUT (default benchmark/out/lr_sweep, gitignored); the report to $REPORT.
@@ -32,7 +33,8 @@ for lr in $LRS; do  # one arm per learning rate
         --out "$OUT/state" || status=1  # the report lists the failed runs
 done
 
+notes=(--note "Command: STEPS=$STEPS SEEDS='$SEEDS' ENVS='$ENVS' LRS='$LRS' bash benchmark/lr_sweep.sh")
+if [ -n "${NOTE:-}" ]; then notes+=(--note "$NOTE"); fi  # e.g. NOTE="other jobs shared the CPU"
 python benchmark/report.py --runs "$OUT/runs" --sweep "$OUT/state" --out "$REPORT" \
-    --title "Learning rate sweep (ppo.py, $STEPS steps)" \
-    --note "Command: STEPS=$STEPS SEEDS='$SEEDS' ENVS='$ENVS' LRS='$LRS' bash benchmark/lr_sweep.sh"
+    --title "Learning rate sweep (ppo.py, $STEPS steps)" "${notes[@]}" || status=1
 exit $status

@@ -435,7 +435,7 @@ def test_report_compares_two_arms_with_the_same_seeds(tmp_path):
         for seed, value in zip((1, 2, 3), values):
             write_run(runs, env_id, "ppo", seed, f"2000{'-2' * (lr == '0.001')}", 1000, [value] * 3, (1.0, 2.0), 1.0,
                       args={"script": "ppo.py", "learning_rate": lr, "num_envs": 4})
-    proc = run_report(tmp_path, "--runs", runs, "--reps", 2000)
+    proc = run_report(tmp_path, "--runs", runs, "--reps", 2000, "--rliable-reps", 500)
     assert_ok(proc)
     text = proc.stdout
     assert [cells[:2] for cells in main_table(text)] == [
