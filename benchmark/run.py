@@ -95,16 +95,18 @@ def plan(args):
     return runs
 
 
-def read_states(out):
-    """{path: state} of the state files in out; a file that is not valid JSON is left out."""
+def read_states(out, warn=False):
+    """{path: state} of the state files in out; a file that is not a JSON object is left out (warn: say so)."""
     states = {}
     for path in sorted(out.glob("*.json")):
         try:
             state = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+        except (OSError, ValueError) as e:
+            state = e
         if isinstance(state, dict):
             states[path] = state
+        elif warn:
+            print(f"run.py: warning: skip {path}: not a state file ({str(state)[:80]})", file=sys.stderr, flush=True)
     return states
 
 
@@ -349,7 +351,7 @@ def main(argv=None):
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     threads = args.threads or max(1, cores // args.workers)
 
-    states = read_states(out)
+    states = read_states(out, warn=True)
     skipped, pending, edited = [], [], []
     for run in runs:
         before = done_before(states, run)

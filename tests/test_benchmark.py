@@ -194,7 +194,11 @@ def test_two_runs_in_one_folder_are_refused_and_whitespace_is_no_new_run(fake):
     # the same command with other spaces is the same run: done, not run again
     n = len(calls(fake))
     cmd = done["command"].replace(" ", "   ")
-    assert "1 already done" in run_runner(fake, "--command", cmd, *arm).stdout and len(calls(fake)) == n
+    (fake / "out" / "zz.json").write_text("{half a state")  # and a corrupt state file: one line, then on
+    proc = run_runner(fake, "--command", cmd, *arm)
+    assert "1 already done" in proc.stdout and len(calls(fake)) == n
+    assert proc.stderr.startswith("run.py: warning: skip out/zz.json: not a state file (")
+    assert len(proc.stderr.splitlines()) == 1
 
 
 def test_second_ctrl_c_kills_at_once_in_one_line(fake):
