@@ -470,6 +470,15 @@ def test_report_compares_two_arms_with_the_same_seeds(tmp_path):
     iqm = np.mean(sorted(normalized)[1:-1])  # 6 scores: a 25% trimmed mean drops int(1.5) = 1 at each end
     assert table_row(agg, "ppo.py learning_rate=0.001")[1].startswith(f"{iqm:.2f} [")
 
+    # without rliable: the same report, its aggregate section one line saying what is missing
+    (tmp_path / "no_rliable" / "rliable").mkdir(parents=True)
+    (tmp_path / "no_rliable" / "rliable" / "__init__.py").write_text("raise ImportError('not installed here')\n")
+    proc = run_tool("report.py", "--runs", runs, "--reps", 2000, cwd=tmp_path, PYTHONPATH=str(tmp_path / "no_rliable"))
+    assert_ok(proc)
+    assert proc.stdout[:proc.stdout.index("## Over all envs")] == text[:text.index("## Over all envs")]
+    assert "IQM and probability of improvement: not computed: rliable cannot be imported (not installed here); " \
+           "pip install rliable (the plot extra)." in proc.stdout
+
 
 def test_learning_curve_and_reference_matching():
     sys.path.insert(0, str(REPO / "benchmark"))
