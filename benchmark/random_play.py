@@ -18,6 +18,7 @@ Prints one line per env id: mean ± population std (ddof=0), min, max, the numbe
 with --markdown, a "Random play" section with a table instead (the sweep scripts append it to their report).
 """
 
+import re
 import sys
 import time
 
@@ -105,6 +106,13 @@ def main(argv=None):
             if env_id not in envpool.list_all_envs():
                 parser.error(f"--env-id {env_id}: neither an envpool id (see envpool.list_all_envs()) nor an Atari "
                              f"*NoFrameskip-v4 id")
+            try:
+                envpool.make_spec(env_id)
+            except ImportError as e:  # procgen's library loads the Qt 5 runtime: missing on a bare Linux
+                hint = "; envpool's procgen games need the Qt 5 runtime on Linux: apt install libqt5gui5" \
+                    if "qt" in str(e).lower() or re.search(r"(Easy|Hard)-v\d+$", env_id) else ""
+                parser.error(f"--env-id {env_id}: envpool cannot load it ({str(e).splitlines()[0] if str(e) else e!r})"
+                             f"{hint}")
     if args.markdown:
         print(f"\n## Random play\n\nUniformly random actions (envpool ids: envpool's default options; *NoFrameskip-v4 "
               f"ids: ppo_atari.py's wrappers), seed {args.seed}: {args.num_envs} envs x their first "

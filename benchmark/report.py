@@ -1,23 +1,37 @@
-"""Summarize TensorBoard runs: a Markdown table per script and env next to the reference figures, and learning curves.
+"""Summarize TensorBoard runs: a Markdown table per env with its arms side by side, comparisons, learning curves.
 
-    python benchmark/report.py --runs runs                                   # print the table
+    python benchmark/report.py --runs runs                                   # print the tables
     python benchmark/report.py --runs runs --out benchmark/results/NAME      # write NAME.md and NAME/<env>.png
     python benchmark/report.py --runs runs --sweep benchmark/out/classic_control --out ...  # only a sweep's runs
 
-Runs are grouped by (script, env id, total timesteps) across seeds; the script is the run's exp_name, the seed and
-total timesteps come from its logged hyperparameters (else from its name {env_id}__{exp_name}__{seed}__{unix time}
-and its last step). Per run: the mean of its last --last charts/episodic_return values, its final charts/SPS, and its
-wall time (first to last logged scalar). Per group: mean and std of these over seeds. A run that stopped before 95%
-of its total timesteps is listed but left out of the table; when a seed was run twice, the newer run counts.
-The reference figures are read from benchmark/reference.csv (shared/reference-results.md, machine-readable).
+A run is what was run: its script and every resolved setting (from the run folder's args.json, else from the
+hyperparameters text the scripts log), env id and seed. Runs with the same script and settings but the seed form an
+arm; runs that differ in any setting are different arms. An arm is labelled by its script and the settings in which
+it differs from the other arms of that script (`ppo.py learning_rate=0.001`). Per run: the mean of its last --last
+charts/episodic_return values (fewer when fewer exist: the table says so), its final charts/SPS, and its wall time
+(first to last logged scalar). Per arm: mean and std of these over seeds. A run that stopped before 95% of its total
+timesteps is listed but left out of the table; when a seed of an arm was run twice, the newer run counts.
+
+Comparisons, for each env with two or more arms: the difference of mean returns of each arm to a baseline arm (the
+one with the reference settings, else the first), with a 95% confidence interval from a bootstrap over seeds; over
+all envs, the interquartile mean (IQM) of min-max normalized returns and the probability of improvement, with
+stratified bootstrap confidence intervals as the `rliable` package computes them (pip install rliable; without it,
+the rest of the report is written and says what is missing).
+With --sweep, the report also lists every run the sweep asked for that failed (with its error line) or never
+finished, and marks an arm with fewer seeds than the sweep asked for ("2 of 3").
+The reference figures are read from benchmark/reference.csv (shared/reference-results.md, machine-readable); they
+are shown for the arm whose settings are the script's defaults (the step count may differ: `@` marks it).
 """
 
+import ast
 import csv
 import json
 import math
 import re
+import shlex
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +49,9 @@ def find_runs(root):
 
 
 def read_run(path, name):
-    """One run folder -> dict with its identity and scalars {tag: (steps, values, wall_times)} as numpy arrays."""
+    """One run folder -> dict with its identity (script, settings, env id, seed) and scalars {tag: (steps, values,
+    wall_times)} as numpy arrays. The settings come from args.json (written by the scripts at start), else from the
+    hyperparameters text they log; all values as text, as they were logged."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(str(path), size_guidance={"scalars": 0, "tensors": 0})  # 0: keep every point
@@ -46,12 +62,16 @@ def read_run(path, name):
         events = acc.Scalars(tag)
         scalars[tag] = tuple(np.array(x, dtype=float) for x in zip(*[(e.step, e.value, e.wall_time) for e in events]))
     params = {}
-    for tag in tags.get("tensors", []):  # the scripts log their arguments as a Markdown table "|key|value|"
-        if tag.startswith("hyperparameters"):
-            text = acc.Tensors(tag)[0].tensor_proto.string_val[0].decode()
-            params = dict(re.findall(r"^\|([^|]+)\|([^|]*)\|$", text, flags=re.M))
+    try:
+        params = {key: str(value) for key, value in json.loads((Path(path) / "args.json").read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        for tag in tags.get("tensors", []):  # the scripts log their arguments as a Markdown table "|key|value|"
+            if tag.startswith("hyperparameters"):
+                text = acc.Tensors(tag)[0].tensor_proto.string_val[0].decode()
+                params = dict(re.findall(r"^\|([^|]+)\|([^|]*)\|$", text, flags=re.M))
     parts = name.split("__")
-    name_ok = len(parts) >= 4 and parts[-1].isdigit()
+    stamp = parts[-1].split("-")[0]  # a second run in the same second: 1700000000-2
+    name_ok = len(parts) >= 4 and stamp.isdigit()
     steps = [s for s, _, _ in scalars.values()]
     last_step = max((s.max() for s in steps if len(s)), default=0)
     walls = np.concatenate([w for _, _, w in scalars.values()]) if scalars else np.array([])
@@ -62,27 +82,35 @@ def read_run(path, name):
         except (KeyError, ValueError):
             return from_name
 
-    return {
+    run = {
         "path": path,
         "name": name,
         "env_id": param("env_id", parts[0] if name_ok else "?", str),
         "exp_name": param("exp_name", "__".join(parts[1:-2]) if name_ok else name, str),
         "seed": param("seed", int(parts[-2]) if name_ok and parts[-2].isdigit() else -1, int),
-        "started": int(parts[-1]) if name_ok else (walls.min() if len(walls) else 0),
+        "started": int(stamp) if name_ok else (walls.min() if len(walls) else 0),
         "total_timesteps": param("total_timesteps", int(last_step), int),
         "last_step": int(last_step),
         "scalars": scalars,
         "wall_start": float(walls.min()) if len(walls) else math.nan,
         "wall_end": float(walls.max()) if len(walls) else math.nan,
     }
+    run["script"] = params.pop("script", f"{run['exp_name']}.py")  # runs without args.json: exp_name is the script's
+    # the settings that make the arm: all but the seed (and the env id, which the table shows by itself)
+    run["settings"] = {k: v for k, v in params.items() if k not in ("seed", "env_id")}
+    run["settings"].setdefault("exp_name", run["exp_name"])
+    run["settings"].setdefault("total_timesteps", str(run["total_timesteps"]))
+    return run
 
 
 def summarize_run(run, last):
-    """The per-run numbers of the table: episodes, mean return of the last `last` episodes, final SPS, wall time."""
+    """The per-run numbers of the table: episodes, mean return of the last `last` episodes (`averaged`: how many
+    there were), final SPS, wall time."""
     returns = run["scalars"].get("charts/episodic_return", (np.array([]),) * 3)[1]
     sps = run["scalars"].get("charts/SPS", (np.array([]),) * 3)[1]
     return {
         "episodes": len(returns),
+        "averaged": min(last, len(returns)),
         "return": float(np.mean(returns[-last:])) if len(returns) else math.nan,
         "sps": float(sps[-1]) if len(sps) else math.nan,
         "wall": run["wall_end"] - run["wall_start"],
@@ -90,30 +118,111 @@ def summarize_run(run, last):
     }
 
 
-def sweep_names(folders):
-    """The run folder names that the runner (benchmark/run.py) recorded as finished in these --out folders."""
-    names = set()
+def read_sweep(folders):
+    """The state files that benchmark/run.py wrote in these --out folders: one per run asked for (its command words,
+    env id and seed), the done one first when there are several. A file that is not a state file is skipped with a
+    one-line warning."""
+    best = {}
+    rank = {"done": 0, "failed": 1, "interrupted": 2, "pending": 3}
     for folder in folders:
-        for state in Path(folder).glob("*.json"):
-            data = json.loads(state.read_text())
-            if data.get("status") == "done":
-                names.update(data.get("run_names", []))
-    return names
+        for path in sorted(Path(folder).glob("*.json")):
+            try:
+                state = json.loads(path.read_text())
+                words = state.get("words") or shlex.split(state["command"])
+                ident = (tuple(words), state["env_id"], int(state["seed"]))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+                print(f"report.py: warning: skip {path}: not a state file of benchmark/run.py "
+                      f"({type(e).__name__}: {str(e)[:80]})", file=sys.stderr)
+                continue
+            state["file"] = path
+            old = best.get(ident)
+            if old is None or (rank.get(state.get("status"), 9), -state.get("ended", 0)) < \
+                    (rank.get(old.get("status"), 9), -old.get("ended", 0)):
+                best[ident] = state
+    return best
+
+
+def arm_key(run):
+    return run["script"], tuple(sorted(run["settings"].items()))
 
 
 def group_runs(runs):
-    """{(exp_name, env_id, total_timesteps): [runs, one per seed, the newest]} in first-seen order of the sorted runs;
-    also returns the runs left out (superseded by a newer run of the same seed, or incomplete)."""
+    """{(env_id, arm key): [runs, one per seed, the newest]}, the envs sorted; also returns the runs left out
+    (superseded by a newer run of the same seed and settings, or incomplete)."""
     groups, left_out = {}, []
-    for run in sorted(runs, key=lambda r: (r["exp_name"], r["env_id"], r["total_timesteps"], r["seed"], r["started"])):
+    for run in sorted(runs, key=lambda r: (r["env_id"], arm_key(r), r["seed"], r["started"])):
         if not run["summary"]["complete"]:
             left_out.append((run, "incomplete"))
             continue
-        by_seed = groups.setdefault((run["exp_name"], run["env_id"], run["total_timesteps"]), {})
+        by_seed = groups.setdefault((run["env_id"], arm_key(run)), {})
         if run["seed"] in by_seed:
-            left_out.append((by_seed[run["seed"]], "superseded by a newer run of the same seed"))
+            left_out.append((by_seed[run["seed"]], "superseded by a newer run of the same seed and settings"))
         by_seed[run["seed"]] = run
-    return {key: list(by_seed.values()) for key, by_seed in groups.items()}, left_out
+    return {key: sorted(by_seed.values(), key=lambda r: r["seed"]) for key, by_seed in groups.items()}, left_out
+
+
+def arm_labels(keys):
+    """{arm key: label}: the script, then the settings in which the arm differs from the other arms of that script
+    (over all envs; total_timesteps only where it differs within an env, the steps column shows it otherwise)."""
+    by_script = {}
+    for env_id, (script, settings) in keys:
+        by_script.setdefault(script, []).append((env_id, dict(settings)))
+    labels = {}
+    for script, arms in by_script.items():
+        names = sorted({k for _, settings in arms for k in settings})
+        differ = [k for k in names if len({settings.get(k) for _, settings in arms}) > 1]
+        steps_in_env = {}
+        for env_id, settings in arms:
+            steps_in_env.setdefault(env_id, set()).add(settings.get("total_timesteps"))
+        if all(len(v) == 1 for v in steps_in_env.values()) and "total_timesteps" in differ:
+            differ.remove("total_timesteps")
+        for env_id, settings in arms:
+            key = (script, tuple(sorted(settings.items())))
+            labels[key] = " ".join([script] + [f"{k}={settings.get(k, '—')}" for k in differ])
+    return labels
+
+
+def script_defaults(script):
+    """{field: default} of a repo script's Args, read from its source (literal defaults only); {} when unknown."""
+    try:
+        tree = ast.parse((HERE.parent / Path(script).name).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    defaults = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Args":
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None:
+                    try:
+                        defaults[item.target.id] = ast.literal_eval(item.value)
+                    except ValueError:
+                        pass
+    return defaults
+
+
+def same_value(a, b):
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def reference_arms(keys, labels):
+    """The arm keys that get the reference figures: an arm alone of its script in its env, else those whose label
+    settings (all but total_timesteps) are the script's defaults."""
+    chosen = set()
+    for env_id, arm in keys:
+        script, settings = arm
+        rivals = [k for k in keys if k[0] == env_id and k[1][0] == script]
+        if len(rivals) == 1:
+            chosen.add((env_id, arm))
+            continue
+        defaults, settings = script_defaults(script), dict(settings)
+        shown = [part.split("=", 1)[0] for part in labels[arm].split(" ")[1:]]
+        if defaults and all(k == "total_timesteps" or (k in defaults and same_value(settings.get(k), defaults[k]))
+                            for k in shown):
+            chosen.add((env_id, arm))
+    return chosen
 
 
 def mean_std(values, ddof):
@@ -139,7 +248,7 @@ def reference_cell(rows, script, env_id, steps, source):
     """The reference figure of one source for this group, e.g. '492.40 ± 13.05', with '@10M' when the reference was
     measured at another step count; '' when there is none."""
     rows = [r for r in rows
-            if r["script"] == f"{script}.py" and r["source"] == source and env_matches(r["env"], env_id)]
+            if r["script"] == script and r["source"] == source and env_matches(r["env"], env_id)]
     rows.sort(key=lambda r: int(r["steps"]) != steps)  # the same budget first
     if not rows:
         return ""
@@ -188,8 +297,62 @@ def learning_curve(run, last):
     return steps, (cumsum[idx] - cumsum[lo]) / (idx - lo)
 
 
-def plot_env(env_id, groups, path, last, ddof):
-    """One PNG per env: for each (script, steps), the mean over seeds of the smoothed return and a band of ± 1 std,
+def bootstrap_diff_ci(a, b, reps, seed=0, level=0.95):
+    """mean(b) - mean(a) and its percentile bootstrap CI: each arm's per-seed values resampled with replacement,
+    independently, reps times (numpy's default_rng(seed): the same report every time)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    rng = np.random.default_rng(seed)
+    mean_a = a[rng.integers(0, len(a), size=(reps, len(a)))].mean(axis=1)
+    mean_b = b[rng.integers(0, len(b), size=(reps, len(b)))].mean(axis=1)
+    tail = 50 * (1 - level)
+    lo, hi = np.percentile(mean_b - mean_a, [tail, 100 - tail])
+    return float(b.mean() - a.mean()), float(lo), float(hi)
+
+
+def aggregate(table, baseline, reps):
+    """Over envs (the tasks) with rliable: IQM of min-max normalized returns per label and the probability that
+    each label improves on the baseline, with stratified bootstrap 95% CIs. table: {env: {label: [returns by
+    seed]}}. Returns (rows, note): rows [(label, iqm, (lo, hi), poi or None, (lo, hi) or None)], note: what was
+    left out or why nothing was computed."""
+    labels = sorted(set.intersection(*(set(arms) for arms in table.values())), key=lambda x: (x != baseline, x))
+    if len(labels) < 2 or baseline not in labels:
+        return [], "no two arms ran in every env"
+    try:
+        from rliable import library as rly
+        from rliable import metrics
+    except ImportError as e:
+        return [], f"not computed: rliable cannot be imported ({e}); pip install rliable (the plot extra)"
+    envs = sorted(table)
+    seeds = min(len(table[env][label]) for env in envs for label in labels)
+    note = ""
+    if any(len(table[env][label]) > seeds for env in envs for label in labels):
+        note = f"each arm's first {seeds} seeds in each env (rliable needs as many runs per arm and env)"
+    scores = {}
+    for label in labels:
+        columns = []
+        for env in envs:
+            everything = np.concatenate([table[env][x][:seeds] for x in labels])
+            lo, hi = everything.min(), everything.max()
+            x = np.asarray(table[env][label][:seeds], dtype=float)
+            columns.append((x - lo) / (hi - lo) if hi > lo else np.full(seeds, 0.5))
+        scores[label] = np.stack(columns, axis=1)  # (runs, tasks)
+    random_state = np.random.RandomState(0)  # rliable's interface: the same report every time
+    pairs = {label: (scores[label], scores[baseline]) for label in labels[1:]}
+    with warnings.catch_warnings():  # arch's notice that random_state will go; rliable 1.2 still passes it
+        warnings.simplefilter("ignore", FutureWarning)
+        iqm, iqm_ci = rly.get_interval_estimates(scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps,
+                                                 random_state=random_state)
+        poi, poi_ci = rly.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=reps,
+                                                 random_state=random_state)
+    rows = []
+    for label in labels:
+        improve = (float(np.squeeze(poi[label])), tuple(np.ravel(poi_ci[label]))) if label in poi else (None, None)
+        rows.append((label, float(np.squeeze(iqm[label])), tuple(np.ravel(iqm_ci[label])), *improve))
+    return rows, note
+
+
+def plot_env(env_id, arms, path, last, ddof):
+    """One PNG per env: for each arm (label, steps, runs), the mean over seeds of the smoothed return and a band of ± 1 std,
     the seeds interpolated onto a common step grid (where all seeds have episodes)."""
     import matplotlib
 
@@ -199,7 +362,7 @@ def plot_env(env_id, groups, path, last, ddof):
 
     fig, ax = plt.subplots(figsize=(6, 4))
     drawn = 0
-    for (script, _, steps), runs in groups:
+    for label, steps, runs in arms:
         curves = [learning_curve(run, last) for run in runs]
         curves = [(s, r) for s, r in curves if len(s)]
         if not curves:
@@ -208,7 +371,7 @@ def plot_env(env_id, groups, path, last, ddof):
         grid = np.linspace(lo, hi, CURVE_POINTS) if hi > lo else np.array([lo])
         ys = np.array([np.interp(grid, s, r) for s, r in curves])  # (seeds, points)
         mean = ys.mean(axis=0)
-        line, = ax.plot(grid, mean, label=f"{script} ({fmt_steps(steps)}, {len(curves)} seed{'s' * (len(curves) > 1)})")
+        line, = ax.plot(grid, mean, label=f"{label} ({fmt_steps(steps)}, {len(curves)} seed{'s' * (len(curves) > 1)})")
         if len(curves) > 1:
             std = ys.std(axis=0, ddof=ddof)
             ax.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -226,9 +389,61 @@ def plot_env(env_id, groups, path, last, ddof):
     plt.close(fig)
 
 
-def render(groups, left_out, ref_rows, args, image_links):
+class Report:
+    """The groups of a report in the order shown, with their labels, reference arms and the sweep's records."""
+
+    def __init__(self, groups, left_out, sweep, runs):
+        labels = arm_labels(list(groups))
+        refs = reference_arms(list(groups), labels)
+        def order_key(key):  # by env; the reference arm first, at the script's default steps first
+            env_id, (script, settings) = key
+            steps = dict(settings)["total_timesteps"]
+            return env_id, key not in refs, not same_value(steps, script_defaults(script).get("total_timesteps")), \
+                labels[key[1]], key[1]
+
+        order = sorted(groups, key=order_key)
+        self.groups = [(key, labels[key[1]], key in refs, groups[key]) for key in order]
+        self.left_out = left_out
+        self.sweep = sweep or {}
+        self.by_name = {name: state for state in self.sweep.values() if state.get("status") == "done"
+                        for name in state.get("run_names", [])}
+        self.read = {run["name"] for run in runs}
+
+    def asked(self, runs):
+        """The seeds the sweep asked for with the commands of these runs (None without --sweep)."""
+        states = [self.by_name[r["name"]] for r in runs if r["name"] in self.by_name]
+        if not states:
+            return None
+        wanted = {(tuple(s.get("words") or shlex.split(s["command"])), s["env_id"]) for s in states}
+        return sorted({seed for (words, env_id, seed) in self.sweep if (words, env_id) in wanted})
+
+    def problems(self):
+        """[(state, what happened)] for each run of the sweep that is not in the table's runs."""
+        out = []
+        for state in self.sweep.values():
+            status = state.get("status")
+            if status == "failed":
+                why = f"failed (exit {state.get('returncode')}): {state.get('error', '')}"
+            elif status != "done":
+                why = "not finished (interrupted, or not run yet)"
+            elif not state.get("run_names"):
+                why = "done, but no run folder of it was found"
+            elif not any(name in self.read for name in state["run_names"]):
+                why = f"its run folder {state['run_names'][0]} is not under --runs (or has no scalars)"
+            else:
+                continue
+            out.append((state, why))
+        return sorted(out, key=lambda x: (x[0]["env_id"], x[0].get("command", ""), x[0]["seed"]))
+
+
+def fmt_ci(x, lo, hi):
+    return f"{x:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+
+def render(report, ref_rows, args, image_links):
     std_name = "population std, ddof=0" if args.std == "population" else "sample std, ddof=1"
-    all_runs = [run for runs in groups.values() for run in runs]
+    ddof = 0 if args.std == "population" else 1
+    all_runs = [run for *_, runs in report.groups for run in runs]
     lines = [f"# {args.title}", ""]
     lines += [f"{note}  " for note in args.note]
     if all_runs:
@@ -237,37 +452,111 @@ def render(groups, left_out, ref_rows, args, image_links):
         when = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
         lines.append(f"Runs: {len(all_runs)} from `{args.runs}`, logged {when(first)} to {when(final)}.  ")
     lines += [
-        f"Return: per run, the mean of its last {args.last} episodic returns; mean ± std over seeds ({std_name}). "
+        f"Return: per run, the mean of its last {args.last} episodic returns (fewer where fewer exist: the cell says "
+        f"how many); mean ± std over seeds ({std_name}). "
         "SPS: charts/SPS at the end of a run (env steps per second over the whole run), mean over seeds. "
-        "Wall: first to last logged scalar, mean over seeds. Reference figures from `benchmark/reference.csv` "
-        "(`@` marks another step count); \"CleanRL here\" is CleanRL measured on this machine kind.",
+        "Wall: first to last logged scalar, mean over seeds. An arm is a script with its settings: its label names "
+        "the settings in which it differs from the other arms of that script. Reference figures from "
+        "`benchmark/reference.csv`, for the arm with the script's default settings (`@` marks another step count); "
+        "\"CleanRL here\" is CleanRL measured on this machine kind. Seeds \"2 of 3\": the sweep asked for 3.",
         "",
-        f"| script | env | steps | seeds | return, last {args.last} ep. (mean ± {std_name}) | SPS | wall "
+        f"| env | arm | steps | seeds | return, last {args.last} ep. (mean ± {std_name}) | SPS | wall "
         "| published (CleanRL docs) | baselines ppo2 (blog) | CleanRL here |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    ddof = 0 if args.std == "population" else 1
-    for (script, env_id, steps), runs in groups.items():
+    for (env_id, (script, settings)), label, is_ref, runs in report.groups:
+        steps = int(dict(settings)["total_timesteps"])
         ret = mean_std([r["summary"]["return"] for r in runs], ddof)
         sps = mean_std([r["summary"]["sps"] for r in runs], ddof)[0]
         wall = mean_std([r["summary"]["wall"] for r in runs], ddof)[0]
-        seeds = ",".join(str(r["seed"]) for r in runs)
-        refs = [reference_cell(ref_rows, script, env_id, steps, source) or "—"
+        seeds = [r["seed"] for r in runs]
+        asked = report.asked(runs)
+        count = f"{len(runs)} of {len(asked)}" if asked and len(asked) > len(runs) else str(len(runs))
+        averaged = sorted({r["summary"]["averaged"] for r in runs})
+        fewer = "" if averaged[0] >= args.last else \
+            f" (last {averaged[0]}{'' if len(averaged) == 1 else f'–{averaged[-1]}'} ep.)"
+        refs = [(reference_cell(ref_rows, script, env_id, steps, source) if is_ref else "") or "—"
                 for source in ("published", "baselines", "here")]
-        lines.append(f"| {script} | {env_id} | {fmt_steps(steps)} | {len(runs)} ({seeds}) | {fmt_mean_std(*ret)} "
-                     f"| {fmt_num(sps, 0)} | {fmt_wall(wall)} | " + " | ".join(refs) + " |")
+        lines.append(f"| {env_id} | {label} | {fmt_steps(steps)} | {count} ({','.join(map(str, seeds))}) "
+                     f"| {fmt_mean_std(*ret)}{fewer} | {fmt_num(sps, 0)} | {fmt_wall(wall)} | " + " | ".join(refs) + " |")
+    if not report.groups:
+        lines.append("| (no complete run) | | | | | | | | | |")
+
+    envs = {}
+    for (env_id, _), label, is_ref, runs in report.groups:
+        envs.setdefault(env_id, []).append((label, is_ref, runs))
+    compared = {env_id: arms for env_id, arms in envs.items() if len(arms) > 1}
+    if compared:
+        lines += ["", "## Comparisons", "",
+                  f"Per env, each arm against the first one listed (the arm with the reference settings where there "
+                  f"is one): the difference of mean returns (arm minus first) and its 95% confidence interval, a "
+                  f"percentile bootstrap over seeds (each arm's per-run returns resampled with replacement, "
+                  f"{args.reps} times, seed 0). A CI that includes 0: this sweep cannot tell the two arms apart. With "
+                  f"few seeds the bootstrap is too narrow (it sees only the seeds there are: with 3 seeds, at most 10 "
+                  f"distinct resamples per arm, and a spread about 0.8 of the seeds'), so a CI that excludes 0 with "
+                  f"fewer than 5 seeds per arm is a hint to run more seeds, not a result."]
+        for env_id, arms in compared.items():
+            base_label, _, base_runs = arms[0]
+            base = [r["summary"]["return"] for r in base_runs]
+            lines += ["", f"### {env_id}", "",
+                      f"| arm | seeds | return (mean ± {std_name}) | difference to `{base_label}` [95% CI] | says |",
+                      "| --- | --- | --- | --- | --- |",
+                      f"| {base_label} | {len(base)} | {fmt_mean_std(*mean_std(base, ddof))} | (first arm) | |"]
+            for label, _, runs in arms[1:]:
+                values = [r["summary"]["return"] for r in runs]
+                diff, lo, hi = bootstrap_diff_ci(base, values, args.reps)
+                few = min(len(base), len(values)) < 5
+                if min(len(base), len(values)) < 2:
+                    says = "cannot tell: one seed"
+                elif lo <= 0 <= hi:
+                    says = f"cannot tell: the CI includes 0{f' ({min(len(base), len(values))} seeds are too few)' if few else ''}"
+                else:
+                    says = f"{'higher' if diff > 0 else 'lower'}{': a hint only, too few seeds' if few else ''}"
+                lines.append(f"| {label} | {len(values)} | {fmt_mean_std(*mean_std(values, ddof))} "
+                             f"| {fmt_ci(diff, lo, hi)} | {says} |")
+        table, firsts = {}, {}
+        for env_id, arms in envs.items():
+            table[env_id] = {label: [r["summary"]["return"] for r in runs] for label, _, runs in arms}
+            firsts[arms[0][0]] = firsts.get(arms[0][0], 0) + 1
+        baseline = max(firsts, key=firsts.get)
+        rows, note = aggregate(table, baseline, args.rliable_reps)
+        lines += ["", "## Over all envs (rliable)", ""]
+        if rows:
+            lines += [f"Interquartile mean (IQM) of the returns min-max normalized per env (over the runs compared: 0 "
+                      f"= the worst run, 1 = the best) and the probability that an arm's run beats a run of "
+                      f"`{baseline}` in the same env (averaged over {len(table)} env(s)), with 95% stratified bootstrap "
+                      f"CIs ({args.rliable_reps} resamples, rliable). A probability whose CI includes 0.5: cannot tell"
+                      f"{'; ' + note if note else ''}.", "",
+                      f"| arm | IQM [95% CI] | P(improves on `{baseline}`) [95% CI] |", "| --- | --- | --- |"]
+            for label, iqm, (lo, hi), poi, poi_ci in rows:
+                p_cell = "—" if poi is None else f"{poi:.2f} [{poi_ci[0]:.2f}, {poi_ci[1]:.2f}]"
+                lines.append(f"| {label} | {iqm:.2f} [{lo:.2f}, {hi:.2f}] | {p_cell} |")
+        else:
+            lines.append(f"IQM and probability of improvement: {note}.")
+
+    problems = report.problems()
+    if problems:
+        lines += ["", "## Failed and missing runs", "",
+                  f"Runs the sweep asked for that are not in the table ({len(problems)}); run the sweep again to run "
+                  f"them (benchmark/run.py runs only what is not done).", "",
+                  "| env | seed | command | what happened | log |", "| --- | --- | --- | --- | --- |"]
+        for state, why in problems:
+            log = Path(state["file"]).with_suffix(".log")
+            lines.append(f"| {state['env_id']} | {state['seed']} | `{state.get('command', '')}` "
+                         f"| {why.replace('|', '/')} | {log} |")
     if image_links:
         lines += ["", "## Learning curves", "",
                   f"Mean over seeds of the return averaged over the last {args.last} episodes, the seeds interpolated "
                   f"onto a common grid of env steps; the band is ± 1 std over seeds ({std_name}).", ""]
         lines += [f"![{env_id}]({link})" for env_id, link in image_links]
-    lines += ["", "## Runs", "", f"| run | seed | episodes | return, last {args.last} ep. | SPS | wall | note |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
-    for run, note in [(r, "") for r in all_runs] + left_out:
+    labels = {id(run): label for _, label, _, runs in report.groups for run in runs}
+    lines += ["", "## Runs", "", "| run | arm | seed | episodes | return, last N ep. | N | SPS | wall | note |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run, note in [(r, "") for r in all_runs] + report.left_out:
         s = run["summary"]
-        lines.append(f"| {run['name']} | {run['seed']} | {s['episodes']} | {fmt_num(s['return'])} "
-                     f"| {fmt_num(s['sps'], 0)} "
-                     f"| {fmt_wall(s['wall'])} | {note} |")
+        label = labels.get(id(run), run["script"])
+        lines.append(f"| {run['name']} | {label} | {run['seed']} | {s['episodes']} | {fmt_num(s['return'])} "
+                     f"| {s['averaged']} | {fmt_num(s['sps'], 0)} | {fmt_wall(s['wall'])} | {note} |")
     return "\n".join(lines) + "\n"
 
 
@@ -281,34 +570,65 @@ def parse_args(argv=None):
                         help="the std over seeds: population (ddof=0, numpy's default) or sample (ddof=1)")
     parser.add_argument("--include", default=None, help="only runs whose folder name matches this regex")
     parser.add_argument("--sweep", nargs="+", default=None,
-                        help="only the runs that benchmark/run.py recorded as done in these --out folders")
-    parser.add_argument("--reference", default=str(HERE / "reference.csv"), help="CSV of reference figures")
+                        help="only the runs that benchmark/run.py recorded in these --out folders; lists the failed "
+                             "and missing ones")
+    parser.add_argument("--reference", default=None,
+                        help="CSV of reference figures (default: benchmark/reference.csv)")
+    parser.add_argument("--reps", type=int, default=10000,
+                        help="bootstrap resamples of the CI of a difference of means (numpy: fast)")
+    parser.add_argument("--rliable-reps", type=int, default=2000,
+                        help="bootstrap resamples of the IQM and probability of improvement CIs (rliable: slower)")
     parser.add_argument("--title", default=None, help="heading of the report (default: the name of --out)")
     parser.add_argument("--note", action="append", default=[],
                         help="a line under the heading, e.g. the command that made the runs (repeatable)")
     args = parser.parse_args(argv)
     if args.last < 1:
         parser.error(f"--last must be positive, got {args.last}")
+    if min(args.reps, args.rliable_reps) < 100:
+        parser.error(f"--reps and --rliable-reps must be at least 100, got {args.reps} and {args.rliable_reps}")
     if not Path(args.runs).is_dir():
         parser.error(f"--runs {args.runs}: no such folder")
+    if args.reference is not None and not Path(args.reference).is_file():
+        parser.error(f"--reference {args.reference}: no such file")
     if args.include is not None:
         try:
             re.compile(args.include)
         except re.error as e:
             parser.error(f"--include {args.include!r}: not a regex ({e})")
+    for folder in args.sweep or []:
+        if not Path(folder).is_dir():
+            parser.error(f"--sweep {folder}: no such folder (the --out folder of benchmark/run.py)")
+        if not any(Path(folder).glob("*.json")):
+            parser.error(f"--sweep {folder}: no state files (*.json) of benchmark/run.py in it")
     if args.title is None:
         args.title = f"Benchmark: {Path(args.out).name}" if args.out else "Benchmark"
     return args
 
 
+def fail(message):
+    print(f"report.py: error: {message}", file=sys.stderr)
+    return 1
+
+
 def main(argv=None):
     args = parse_args(argv)
     folders = find_runs(args.runs)
+    if not folders:
+        return fail(f"no TensorBoard runs (events.out.tfevents.*) under --runs {args.runs}")
     if args.include is not None:
-        folders = [(p, name) for p, name in folders if re.search(args.include, name)]
+        matched = [(p, name) for p, name in folders if re.search(args.include, name)]
+        if not matched:
+            return fail(f"--include {args.include!r} matches none of the {len(folders)} run folders under {args.runs}")
+        folders = matched
+    sweep = None
     if args.sweep is not None:
-        names = sweep_names(args.sweep)
+        sweep = read_sweep(args.sweep)
+        names = {name for state in sweep.values() if state.get("status") == "done" for name in state.get("run_names", [])}
+        recorded = len(names)
         folders = [(p, name) for p, name in folders if name in names]
+        if recorded and not folders:
+            return fail(f"none of the {recorded} run folders the sweep recorded is under --runs {args.runs} (the "
+                        f"runs are in runs/ under the sweep's --cwd)")
     runs = []
     for path, name in folders:
         run = read_run(path, name)
@@ -317,21 +637,23 @@ def main(argv=None):
             continue
         run["summary"] = summarize_run(run, args.last)
         runs.append(run)
-    if not runs:
-        print(f"report.py: error: no runs with scalars in {args.runs}", file=sys.stderr)
-        return 1
+    if not runs and not sweep:
+        return fail(f"none of the {len(folders)} run folders under {args.runs} has scalars")
     groups, left_out = group_runs(runs)
-    ref_rows = read_reference(args.reference) if Path(args.reference).is_file() else []
+    report = Report(groups, left_out, sweep, runs)
+    ref_rows = read_reference(args.reference or HERE / "reference.csv")
 
     image_links = []
     if args.out:
         out = Path(args.out)
         ddof = 0 if args.std == "population" else 1
-        for env_id in sorted({key[1] for key in groups}):
+        for env_id in sorted({key[0] for key, *_ in report.groups}):
+            arms = [(label, int(dict(settings)["total_timesteps"]), runs)
+                    for (e, (_, settings)), label, _, runs in report.groups if e == env_id]
             png = out / f"{safe(env_id)}.png"
-            plot_env(env_id, [(k, v) for k, v in groups.items() if k[1] == env_id], png, args.last, ddof)
+            plot_env(env_id, arms, png, args.last, ddof)
             image_links.append((env_id, f"{out.name}/{png.name}"))
-    text = render(groups, left_out, ref_rows, args, image_links)
+    text = render(report, ref_rows, args, image_links)
     if args.out:
         md = out.parent / f"{out.name}.md"
         md.parent.mkdir(parents=True, exist_ok=True)

@@ -5,13 +5,18 @@
 
 Each run is `{command} --env-id ENV --seed SEED`. What the runner keeps, under --out (default benchmark/out/<script>):
     <script>__<env>__<seed>__<key>.log   everything the run printed (stdout and stderr)
-    <script>__<env>__<seed>__<key>.json  its state: "done" (exit 0) or "failed" (exit code), times, the command,
-                                         the sha1 of the files the command names, the run folder it wrote in runs/
-Started again with the same arguments, the runner skips the runs recorded as done (same command, env id and seed)
-and runs the rest (the failed and the unfinished ones). With --rerun-on-edit, a run done before counts only if the
-files the command names (e.g. ppo.py) are unchanged since. Ctrl-C stops the runs (each gets SIGINT, then SIGKILL
-after --grace seconds) and leaves them unfinished. Exit code: 0 when every run succeeded, 1 when some failed, 130
-when interrupted, 2 for bad arguments.
+    <script>__<env>__<seed>__<key>.json  its state: "pending" (asked for, not finished), "done" (exit 0) or "failed"
+                                         (exit code and the error line), times, the command, the sha1 of the files
+                                         the command names, the run folder it wrote in runs/ and that folder's
+                                         args.json (the script and every resolved setting)
+A run is identified by its command (its words: extra spaces do not matter), env id and seed. Arms of a sweep are
+several commands (e.g. two learning rates) run into one --out: report.py --sweep then compares them. Started again
+with the same arguments, the runner skips the runs recorded as done and runs the rest (the failed and the unfinished
+ones). With --rerun-on-edit, a run done before counts only if the files the command names (e.g. ppo.py) are
+unchanged since. A run folder belongs to one run: a run that finds its folder recorded for another run (two runs
+that wrote into one folder) is recorded as failed. Ctrl-C stops the runs (each gets SIGINT, then SIGKILL after
+--grace seconds, or at once on a second Ctrl-C) and leaves them unfinished. Exit code: 0 when every run succeeded,
+1 when some failed, 130 when interrupted, 2 for bad arguments.
 
 Stdlib only (and benchmark/common.py). The training scripts log to runs/ under the working directory (--cwd,
 default: the current one).
@@ -74,33 +79,52 @@ def script_name(argv):
 def plan(args):
     argv, files = resolve_command(args.command, args.cwd)
     name = script_name(argv)
+    words = shlex.split(args.command)  # the identity: "python  ppo.py" is "python ppo.py"
     runs = []
     for env_id in args.env_ids:
         for seed in args.seeds:
             run_argv = argv + ["--env-id", env_id, "--seed", str(seed)]
-            identity = {"command": args.command, "env_id": env_id, "seed": seed}
+            identity = {"command": words, "env_id": env_id, "seed": seed}
             if args.rerun_on_edit:
                 identity["files"] = files
             identity = json.dumps(identity, sort_keys=True)
             key = hashlib.sha1(identity.encode()).hexdigest()[:10]
             runs.append(Run(env_id, seed, run_argv, key, f"{name}__{safe(env_id)}__{seed}__{key}",
-                            state={"command": args.command, "env_id": env_id, "seed": seed, "files": files,
-                                   "argv": run_argv, "cwd": os.path.abspath(args.cwd), "key": key}))
+                            state={"command": args.command, "words": words, "env_id": env_id, "seed": seed,
+                                   "files": files, "argv": run_argv, "cwd": os.path.abspath(args.cwd), "key": key}))
     return runs
 
 
-def is_done(out, run, rerun_on_edit):
-    """Whether a state file in out records this run as done: same command, env id and seed (and, with
-    --rerun-on-edit, the same contents of the files the command names). Matched by content, not file name."""
-    for path in out.glob("*.json"):
+def read_states(out, warn=False):
+    """{path: state} of the state files in out; a file that is not a JSON object is left out (warn: say so)."""
+    states = {}
+    for path in sorted(out.glob("*.json")):
         try:
             state = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        same = all(state.get(k) == run.state[k] for k in ("command", "env_id", "seed"))
-        if same and state.get("status") == "done" and (not rerun_on_edit or state.get("files") == run.state["files"]):
-            return True
-    return False
+        except (OSError, ValueError) as e:
+            state = e
+        if isinstance(state, dict):
+            states[path] = state
+        elif warn:
+            print(f"run.py: warning: skip {path}: not a state file ({str(state)[:80]})", file=sys.stderr, flush=True)
+    return states
+
+
+def words_of(state):
+    """The command of a state as words (older state files have only the string)."""
+    try:
+        return state.get("words") or shlex.split(state.get("command", ""))
+    except ValueError:
+        return None
+
+
+def done_before(states, run):
+    """The state that records this run as done (same command words, env id and seed; matched by content, not file
+    name), one with the same files (the script unchanged) first, or None."""
+    done = [state for state in states.values() if state.get("status") == "done" and
+            words_of(state) == run.state["words"] and all(state.get(k) == run.state[k] for k in ("env_id", "seed"))]
+    done.sort(key=lambda state: state.get("files") != run.state["files"])
+    return done[0] if done else None
 
 
 def write_state(out, run, **fields):
@@ -112,28 +136,106 @@ def write_state(out, run, **fields):
     os.replace(tmp, path)
 
 
-def last_line(path):
-    """The last non-empty line a run printed (its progress line while it trains); '' when none."""
+def tail_lines(path, size=8192):
+    """The non-empty lines of the last `size` bytes of a log ([] when it cannot be read)."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 4096))
+            f.seek(max(0, f.tell() - size))
             lines = [line.strip() for line in f.read().decode(errors="replace").replace("\r", "\n").split("\n")]
     except OSError:
-        return ""
-    lines = [line for line in lines if line]
+        return []
+    return [line for line in lines if line]
+
+
+def last_line(path):
+    """The last non-empty line a run printed (its progress line while it trains); '' when none."""
+    lines = tail_lines(path, 4096)
     return lines[-1] if lines else ""
 
 
 def find_run_names(cwd, run):
     """The TensorBoard run folders this run wrote, relative to runs/ under cwd: {env_id}__{exp_name}__{seed}__{unix
-    time}, made between its start and now. Recorded so that a report can pick exactly a sweep's runs (--sweep)."""
+    time}[-N], made between its start and now, whose args.json (where there is one) says this script, env id, seed
+    and the settings the command gives. Recorded so that a report can pick exactly a sweep's runs (--sweep)."""
     found, runs = [], Path(cwd) / "runs"
-    for path in sorted(runs.glob(f"{glob_escape(run.env_id)}__*__{run.seed}__*")):
-        stamp = path.name.rsplit("__", 1)[-1]
-        if path.is_dir() and stamp.isdigit() and int(run.started) - 1 <= int(stamp) <= time.time() + 1:
-            found.append(path.relative_to(runs).as_posix())  # an env id like ALE/Pong-v5 nests: ALE/Pong-v5__...
+    patterns = {glob_escape(run.env_id), glob_escape(run.env_id.replace("/", "_"))}  # older scripts nest ALE/Pong-v5__
+    paths = sorted({p for pattern in patterns for p in runs.glob(f"{pattern}__*__{run.seed}__*")})
+    for path in paths:
+        stamp = path.name.rsplit("__", 1)[-1].split("-")[0]  # a second run in the same second: 1700000000-2
+        if path.is_dir() and stamp.isdigit() and int(run.started) - 1 <= int(stamp) <= time.time() + 1 \
+                and args_match(path / "args.json", run):
+            found.append(path.relative_to(runs).as_posix())
     return found
+
+
+def command_settings(words):
+    """{field: value} of the --flag value pairs of a command (--learning-rate 1e-3 -> learning_rate: '1e-3'; a flag
+    alone -> True, --no-flag -> False); flags with several values are left out."""
+    settings, i = {}, 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--"):
+            name, _, value = word[2:].partition("=")
+            values = [value] if value else []
+            while not value and i + 1 < len(words) and not words[i + 1].startswith("--"):
+                values.append(words[i + 1])
+                i += 1
+            if not values:
+                settings[name.replace("-", "_")] = True
+                if name.startswith("no-"):
+                    settings[name[3:].replace("-", "_")] = False
+            elif len(values) == 1:
+                settings[name.replace("-", "_")] = values[0]
+        i += 1
+    return settings
+
+
+def same_value(a, b):
+    if isinstance(a, bool) or isinstance(b, bool):
+        return str(a).lower() == str(b).lower()
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def args_match(path, run):
+    """Whether a run folder's args.json (written by the scripts at start) fits this run; True when there is none."""
+    try:
+        written = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return True
+    script = script_name(run.argv) + ".py"
+    wanted = dict(command_settings(run.argv), env_id=run.env_id, seed=run.seed)
+    if any(word.endswith(".py") for word in run.argv) and written.get("script", script) != script:
+        return False
+    return all(same_value(written[k], v) for k, v in wanted.items() if k in written)
+
+
+def last_write(folder):
+    """The latest modification time of a folder's files (0 when none)."""
+    return max((p.stat().st_mtime for p in Path(folder).rglob("*") if p.is_file()), default=0)
+
+
+def read_args_json(cwd, run_name):
+    try:
+        return json.loads((Path(cwd) / "runs" / run_name / "args.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def error_line(path):
+    """The line that says why a run failed: for tyro's boxed error, its first line of text (not the border); for a
+    traceback, the exception line; else the last line the run printed."""
+    lines = tail_lines(path)
+    boxes = [i for i, line in enumerate(lines) if line.startswith("╭")]
+    if boxes:
+        for line in lines[boxes[-1] + 1:]:
+            text = line.strip("│ ").strip()
+            if text and set(text) - set("─╰╯"):
+                return text
+    return lines[-1] if lines else ""
 
 
 def glob_escape(text):
@@ -160,22 +262,45 @@ def start(run, out, cwd, threads):
         run.process = None
 
 
+class Hurry(Exception):
+    """A second Ctrl-C (or SIGTERM) while the runs are being stopped."""
+
+
 def stop_all(running, grace):
-    """Ctrl-C: SIGINT to every run (the scripts close their logs and exit), SIGKILL to those alive after grace s."""
+    """Ctrl-C: SIGINT to every run (the scripts close their logs and exit), SIGKILL to those alive after grace s, or
+    at once on a second Ctrl-C."""
+    def hurry(signum, frame):
+        raise Hurry
+
     running = [run for run in running if run.process is not None]
+    signal.signal(signal.SIGINT, hurry)
+    signal.signal(signal.SIGTERM, hurry)
+    try:
+        for run in running:
+            signal_group(run, signal.SIGINT)
+        deadline = time.time() + grace
+        for run in running:
+            try:
+                run.process.wait(timeout=max(0.0, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                signal_group(run, signal.SIGKILL)
+    except Hurry:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a third one changes nothing
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        alive = [run for run in running if run.process.poll() is None]
+        print(f"second interrupt: killing {len(alive)} run(s) now", file=sys.stderr, flush=True)
+        for run in alive:
+            signal_group(run, signal.SIGKILL)
     for run in running:
-        try:
-            os.killpg(run.process.pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
-    deadline = time.time() + grace
-    for run in running:
-        try:
-            run.process.wait(timeout=max(0.0, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            os.killpg(run.process.pid, signal.SIGKILL)
-            run.process.wait()
+        run.process.wait()
         run.log_file.close()
+
+
+def signal_group(run, signum):
+    try:
+        os.killpg(run.process.pid, signum)
+    except ProcessLookupError:
+        pass
 
 
 def parse_args(argv=None):
@@ -226,17 +351,29 @@ def main(argv=None):
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     threads = args.threads or max(1, cores // args.workers)
 
-    skipped = [run for run in runs if is_done(out, run, args.rerun_on_edit)]
-    pending = [run for run in runs if run not in skipped]
+    states = read_states(out, warn=True)
+    skipped, pending, edited = [], [], []
+    for run in runs:
+        before = done_before(states, run)
+        if before is None or (args.rerun_on_edit and before.get("files") != run.state["files"]):
+            pending.append(run)
+        else:
+            skipped.append(run)
+            if before.get("files") != run.state["files"]:
+                edited.append(run)
     total = len(runs)
     print(f"{total} runs ({len(args.env_ids)} envs x {len(args.seeds)} seeds), {len(skipped)} already done, "
           f"{args.workers} workers, OMP_NUM_THREADS={threads}; logs and state in {out}/", flush=True)
     for run in skipped:
-        print(f"  skip (done before): {run.env_id} seed {run.seed}", flush=True)
+        changed = ", ".join(sorted(run.state["files"])) or "a file it names"
+        why = f"; {changed} changed since: --rerun-on-edit runs it again" if run in edited else ""
+        print(f"  skip (done before{why}): {run.env_id} seed {run.seed}", flush=True)
     if args.dry_run:
         for run in pending:
             print(f"  would run: {shlex.join(run.argv)}")
         return 0
+    for run in pending:  # asked for: report.py --sweep lists a run that never finishes as missing
+        write_state(out, run, status="pending")
 
     t0 = time.time()
     running, finished, failed = [], [], []
@@ -251,6 +388,7 @@ def main(argv=None):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handle_signal)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         while pending or running:
             while pending and len(running) < args.workers:
@@ -266,29 +404,45 @@ def main(argv=None):
                 run.log_file.close()
                 run.returncode = run.process.returncode if run.process is not None else 127  # 127: not started
                 wall = time.time() - run.started
-                ok = run.returncode == 0
-                write_state(out, run, status="done" if ok else "failed", returncode=run.returncode,
-                            started=run.started, ended=time.time(), wall_s=round(wall, 1),
-                            run_names=find_run_names(args.cwd, run))
+                names = find_run_names(args.cwd, run)
+                claimed = {name: (path.name, state.get("ended", 0)) for path, state in read_states(out).items()
+                           if path.stem != run.stem and state.get("status") == "done"
+                           for name in state.get("run_names", [])}
+                # a folder recorded for another run is this run's too when that run was still going when this one
+                # started, or when this run wrote into it (an older script that reuses a folder of the same second)
+                taken = [name for name in names if name in claimed and (
+                    claimed[name][1] >= run.started or last_write(Path(args.cwd) / "runs" / name) >= run.started)]
+                names = [name for name in names if name not in claimed]
+                ok = run.returncode == 0 and not taken
+                error = "" if run.returncode == 0 else error_line(out / f"{run.stem}.log")
+                if taken:  # never two runs for one folder: its scalars would mix both
+                    error = (f"its run folder runs/{taken[0]} is recorded for another run ({claimed[taken[0]][0]}): "
+                             f"two runs wrote into one folder; run it again")
+                write_state(out, run, status="done" if ok else "failed", returncode=run.returncode, error=error,
+                            started=run.started, ended=time.time(), wall_s=round(wall, 1), run_names=names,
+                            args={name: read_args_json(args.cwd, name) for name in names})
                 (finished if ok else failed).append(run)
-                progress(f"{'done' if ok else f'FAILED (exit {run.returncode})'} {run.env_id} seed {run.seed} "
-                         f"in {wall:.0f} s")
+                why = f"exit {run.returncode}" if run.returncode else "run folder taken"
+                progress(f"{'done' if ok else f'FAILED ({why})'} {run.env_id} seed {run.seed} in {wall:.0f} s")
             if running and time.time() - last_status >= args.status_every:
                 last_status = time.time()
                 for run in running:
                     progress(f"running {run.env_id} seed {run.seed} ({time.time() - run.started:.0f} s): "
                              f"{last_line(out / f'{run.stem}.log')[:120]}")
     except KeyboardInterrupt:
-        print(f"\ninterrupted: stopping {len(running)} running run(s); start the same command again to continue",
-              file=sys.stderr, flush=True)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # until stop_all takes a second one as "kill now"
+        print(f"\ninterrupted: stopping {len(running)} running run(s) (Ctrl-C again: kill them now); start the "
+              f"same command again to continue", file=sys.stderr, flush=True)
         stop_all(running, args.grace)
+        for run in running:
+            write_state(out, run, status="interrupted", started=run.started)
         return 130
 
     print(f"finished in {hms(time.time() - t0)}: {len(finished)} succeeded, {len(skipped)} skipped (done before), "
           f"{len(failed)} failed", flush=True)
     for run in failed:
         print(f"  FAILED {run.env_id} seed {run.seed}: exit {run.returncode}, log {out / run.stem}.log: "
-              f"{last_line(out / f'{run.stem}.log')[:200]}", flush=True)
+              f"{run.state['error'][:200]}", flush=True)
     return 1 if failed else 0
 
 

@@ -1,32 +1,133 @@
 #!/usr/bin/env bash
-# Speed check: each script's steps per second (its last progress line's SPS: env steps over the time since training
-# started, start-up excluded) at the budgets at which CleanRL was measured on this machine kind
-# (benchmark/reference.csv, "CleanRL here"). Run it on a quiet machine, one script at a time; each run happens in a
-# scratch folder, so nothing is left in runs/.
+# Speed check: time a script or a command, or two against each other. Each run happens in a scratch folder (with
+# links to the files of the folder you call it from and to the repo's ppo*.py), so nothing is left in runs/.
 #
-#   bash benchmark/speed.sh                     # every script below
-#   bash benchmark/speed.sh ppo.py              # only the lines whose script is named
-set -euo pipefail
-cd "$(dirname "$0")/.."
-repo=$(pwd)
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+#   bash benchmark/speed.sh                            # each script of the list below once, at its budget
+#   bash benchmark/speed.sh ppo.py                     # one script, REPEATS times
+#   bash benchmark/speed.sh ppo.py ppo_mod.py          # A against B: A, B, A, B, ... REPEATS each; ratio B/A
+#   bash benchmark/speed.sh "python ppo.py --total-timesteps \$STEPS" "python ppo.py --num-envs 8 --total-timesteps \$STEPS"
+#   STEPS=100000 REPEATS=5 bash benchmark/speed.sh ppo.py ppo_mod.py
+#
+# A and B: a script (*.py: run as `python SCRIPT` with its budget from the list below, or --total-timesteps $STEPS
+# for a script not in the list) or a command in quotes (run by bash; it may use $STEPS). STEPS: the budget
+# (default: the list's; 50000 for other scripts and commands). REPEATS: runs of each (default 3; 1 without
+# arguments). Alternating A and B spreads a change in the machine's load over both. Per run: the wall time and the
+# last "SPS" the run printed (env steps per second, start-up excluded); per A and B: the median and the range
+# (min-max); with two, the ratios B/A of the medians. The core count and the load average are printed before and
+# after: on a shared machine the numbers move with the load. Exit code: 0, 1 when a run failed, 2 for bad arguments.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+here=$(pwd)
+user_steps=${STEPS:-}
+export STEPS=${STEPS:-50000}
 
-# speed SCRIPT ARGS...: run the script with its defaults but ARGS, print its last progress line
-speed() {
-    local script=$1
-    shift
-    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $script "* ]]; then
-        return
-    fi
-    (cd "$scratch" && python "$repo/$script" "$@" > "$scratch/out.log" 2>&1) || { echo "$script: failed"; tail -3 "$scratch/out.log"; return; }
-    echo "$script $* | $(grep '^step' "$scratch/out.log" | tail -1)"
+die() {
+    echo "speed.sh: error: $*" >&2
+    exit 2
 }
 
-ONLY="$*"
-echo "# $(date -u +%Y-%m-%d) $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-speed ppo.py --env-id CartPole-v1 --total-timesteps 500000                                # CleanRL here: 9107
-speed ppo_continuous_action.py --env-id HalfCheetah-v4 --total-timesteps 50000            # CleanRL here: 1930
-speed ppo_atari_envpool.py --env-id Breakout-v5 --total-timesteps 50000                   # CleanRL here: 446
-speed ppo_multidiscrete_mask.py --total-timesteps 50000                                   # no CleanRL figure
-speed ppo_atari.py --env-id BreakoutNoFrameskip-v4 --total-timesteps 16384                # no CleanRL figure
+# budget SCRIPT: the arguments it runs with; the list of scripts timed without arguments
+budget() {
+    case $1 in
+        ppo.py) echo "--env-id CartPole-v1 --total-timesteps ${user_steps:-500000}" ;;                 # CleanRL here: 9107
+        ppo_continuous_action.py) echo "--env-id HalfCheetah-v4 --total-timesteps ${user_steps:-50000}" ;;  # CleanRL here: 1930
+        ppo_atari_envpool.py) echo "--env-id Breakout-v5 --total-timesteps ${user_steps:-50000}" ;;    # CleanRL here: 446
+        ppo_multidiscrete_mask.py) echo "--total-timesteps ${user_steps:-50000}" ;;                    # no CleanRL figure
+        ppo_atari.py) echo "--env-id BreakoutNoFrameskip-v4 --total-timesteps ${user_steps:-16384}" ;; # no CleanRL figure
+        *) echo "--total-timesteps $STEPS" ;;
+    esac
+}
+LIST="ppo.py ppo_continuous_action.py ppo_atari_envpool.py ppo_multidiscrete_mask.py ppo_atari.py"
+
+[ $# -le 2 ] || die "at most two scripts or commands (A and B), got $#"
+for arg in "$@"; do
+    case $arg in
+        -h | --help) sed -n '2,/^set /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -*) die "unknown option $arg (see bash benchmark/speed.sh --help)" ;;
+        *" "*) ;;
+        *.py) [ -f "$here/$arg" ] || [ -f "$repo/$arg" ] || die "$arg: no such script here or in $repo" ;;
+        *) die "$arg: neither a script (*.py) nor a command in quotes" ;;
+    esac
+done
+case ${REPEATS:-} in
+    "") REPEATS=$([ $# -eq 0 ] && echo 1 || echo 3) ;;
+    *[!0-9]* | 0) die "REPEATS must be a positive integer, got '$REPEATS'" ;;
+esac
+
+command_of() {
+    case $1 in
+        *" "*) echo "$1" ;;
+        *) echo "python $1 $(budget "$1")" ;;
+    esac
+}
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+for f in "$repo"/ppo*.py "$here"/*; do
+    if [ -f "$f" ]; then ln -sf "$f" "$scratch/"; fi
+done
+
+names=()
+commands=()
+if [ $# -eq 0 ]; then
+    for script in $LIST; do names+=("$script"); commands+=("$(command_of "$script")"); done
+else
+    labels=(A B)
+    for arg in "$@"; do names+=("${labels[${#names[@]}]}"); commands+=("$(command_of "$arg")"); done
+fi
+
+load() { echo "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"; }
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(load); $REPEATS run(s) each, in a scratch folder"
+for i in "${!names[@]}"; do echo "# ${names[$i]}: ${commands[$i]}"; done
+
+status=0
+for ((r = 1; r <= REPEATS; r++)); do
+    for i in "${!names[@]}"; do
+        name=${names[$i]}
+        log="$scratch/log.$i.$r"
+        t0=$(date +%s.%N)
+        (cd "$scratch" && bash -c "${commands[$i]}") > "$log" 2>&1 < /dev/null
+        rc=$?
+        t1=$(date +%s.%N)
+        wall=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+        sps=$(grep -o 'SPS *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
+        if [ $rc -ne 0 ]; then
+            last=$(grep -v '^\s*$' "$log" | tail -1)
+            echo "$name run $r: failed (exit $rc): ${last:-(no output)}"
+            status=1
+            continue
+        fi
+        echo "$wall ${sps:-nan}" >> "$scratch/times.$i"
+        echo "$name run $r: ${wall} s${sps:+, SPS $sps}"
+    done
+done
+
+python3 - "$scratch" "${names[@]}" <<'EOF'
+import math, statistics, sys
+from pathlib import Path
+
+scratch, names = Path(sys.argv[1]), sys.argv[2:]
+medians = []
+for i, name in enumerate(names):
+    path = scratch / f"times.{i}"
+    rows = [tuple(map(float, line.split())) for line in path.read_text().splitlines()] if path.exists() else []
+    if not rows:
+        print(f"{name}: no successful run")
+        medians.append(None)
+        continue
+    walls = [w for w, _ in rows]
+    sps = [s for _, s in rows if not math.isnan(s)]
+    line = f"{name}: wall median {statistics.median(walls):.2f} s (range {min(walls):.2f}-{max(walls):.2f}, {len(walls)} runs)"
+    if sps:
+        line += f", SPS median {statistics.median(sps):.0f} (range {min(sps):.0f}-{max(sps):.0f})"
+    print(line)
+    medians.append((statistics.median(walls), statistics.median(sps) if sps else None))
+if len(names) == 2 and None not in medians:
+    (wa, sa), (wb, sb) = medians
+    line = f"ratio B/A: wall {wb / wa:.3f}" if wa > 0 else "ratio B/A: wall —"
+    if sa and sb:
+        line += f", SPS {sb / sa:.3f}"
+    print(line)
+EOF
+echo "# after: $(load)"
+exit $status

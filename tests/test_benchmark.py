@@ -10,22 +10,48 @@ import time
 import numpy as np
 import pytest
 
-from helpers import assert_ok, assert_usage_error, load_script, need, REPO, test_env
+from helpers import assert_ok, assert_usage_error, load_script, need, need_procgen, REPO, test_env
 
 RUNNER = REPO / "benchmark" / "run.py"
 
-# A stand-in for a training script: takes --env-id and --seed, appends a line to calls.txt, makes its run folder
-# under runs/, fails (exit 1) when its seed is listed in fail_seeds.txt, sleeps when asked (to be interrupted).
+# A stand-in for a training script: takes --env-id and --seed, appends a line to calls.txt, makes its own run folder
+# under runs/ with args.json (as the scripts do: {name}-2 when {name} exists), fails (exit 1) when its seed is listed
+# in fail_seeds.txt, sleeps when asked (to be interrupted; --stubborn: SIGINT does not stop it). --same-folder: every
+# run of a seed writes into the folder of the second the first one started (as scripts without unique folders did).
 FAKE = r'''
-import os, signal, sys, time
+import json, os, signal, sys, time
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 env_id, seed = args["--env-id"], args["--seed"]
-signal.signal(signal.SIGINT, lambda *_: (print("fake got SIGINT", flush=True), sys.exit(130)))
+stubborn = args.get("--stubborn") == "1"
+signal.signal(signal.SIGINT, lambda *_: (print("fake got SIGINT", flush=True), None if stubborn else sys.exit(130)))
 with open("calls.txt", "a") as f:
     f.write(f"{env_id} {seed} {os.environ.get('OMP_NUM_THREADS')}\n")
 print(f"fake run {env_id} seed {seed} started", flush=True)
-time.sleep(float(args.get("--sleep", 0)))
-os.makedirs(f"runs/{env_id}__fake__{seed}__{int(time.time())}", exist_ok=True)
+deadline = time.time() + float(args.get("--sleep", 0))
+while time.time() < deadline:
+    time.sleep(0.05)
+name = f"runs/{env_id.replace('/', '_')}__fake__{seed}__{int(time.time())}"
+if args.get("--same-folder") == "1":
+    try:
+        fd = os.open(f"stamp_{seed}.txt", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.write(fd, name.encode())
+        os.close(fd)
+    except FileExistsError:
+        time.sleep(0.5)
+    name = open(f"stamp_{seed}.txt").read()
+    os.makedirs(name, exist_ok=True)
+else:
+    os.makedirs("runs", exist_ok=True)
+    for suffix in ["", *(f"-{i}" for i in range(2, 100))]:
+        try:
+            os.mkdir(name + suffix)
+            name += suffix
+            break
+        except FileExistsError:
+            pass
+settings = {k[2:].replace("-", "_"): v for k, v in args.items() if k not in ("--env-id", "--seed")}
+with open(f"{name}/args.json", "w") as f:
+    json.dump({"script": "fake.py", "env_id": env_id, "seed": int(seed), **settings}, f)
 fail = open("fail_seeds.txt").read().split() if os.path.exists("fail_seeds.txt") else []
 if seed in fail:
     print(f"fake run {env_id} seed {seed}: failing on purpose", file=sys.stderr)
@@ -33,10 +59,10 @@ if seed in fail:
 '''
 
 
-def run_tool(name, *args, cwd=None, timeout=300):
-    """Run `python benchmark/<name> <args>` in cwd; returns the CompletedProcess (text output)."""
-    return subprocess.run([sys.executable, str(REPO / "benchmark" / name), *map(str, args)], cwd=cwd, env=test_env(),
-                          capture_output=True, text=True, timeout=timeout)
+def run_tool(name, *args, cwd=None, timeout=300, **env):
+    """Run `python benchmark/<name> <args>` in cwd (env: extra variables); returns the CompletedProcess (text)."""
+    return subprocess.run([sys.executable, str(REPO / "benchmark" / name), *map(str, args)], cwd=cwd,
+                          env=test_env(**env), capture_output=True, text=True, timeout=timeout)
 
 
 def run_runner(cwd, *args):
@@ -105,8 +131,10 @@ def test_failing_runs_are_reported_others_still_run_and_restart_skips_finished(f
 
     # an edit to the script: the runs done stay done, unless --rerun-on-edit
     (fake / "fake.py").write_text(FAKE + "# edited\n")
-    assert_ok(run_runner(fake, *grid))
+    proc = run_runner(fake, *grid)
+    assert_ok(proc)
     assert calls(fake)[n:] == []
+    assert "skip (done before; fake.py changed since: --rerun-on-edit runs it again): EnvA-v0 seed 1" in proc.stdout
     assert_ok(run_runner(fake, *grid, "--workers", 2, "--rerun-on-edit"))
     assert len(calls(fake)[n:]) == 6
     n = len(calls(fake))
@@ -120,9 +148,9 @@ def test_cwd_runs_the_command_elsewhere(fake):
                          "--cwd", "work", "--out", "out"))
     cores = len(os.sched_getaffinity(0))
     assert sorted(calls(fake / "work")) == [f"ALE/Fake-v5 1 {cores}", f"ALE/Fake-v5 2 {cores}"]
-    # an env id with a slash nests the run folder; the state names it relative to runs/
-    made = sorted(p.relative_to(fake / "work" / "runs").as_posix() for p in (fake / "work" / "runs" / "ALE").iterdir())
-    assert len(made) == 2
+    # an env id with a slash: the state names the run folder relative to runs/
+    made = sorted(p.name for p in (fake / "work" / "runs").iterdir())
+    assert len(made) == 2 and all(name.startswith("ALE_Fake-v5__fake__") for name in made)
     assert sorted(name for d in states(fake / "out").values() for name in d["run_names"]) == made
 
 
@@ -141,9 +169,69 @@ def test_ctrl_c_stops_the_runs_and_a_restart_runs_them_again(fake):
     assert "interrupted" in stderr
     for log in (fake / "out").glob("*.log"):
         assert "fake got SIGINT" in log.read_text()  # each run was stopped with SIGINT, not killed
-    assert states(fake / "out") == {}  # nothing recorded as done
+    assert {d["status"] for d in states(fake / "out").values()} == {"interrupted"}  # nothing recorded as done
     out = run_runner(fake, *grid, "--dry-run").stdout
     assert "0 already done" in out and out.count("would run:") == 2
+
+
+def test_two_runs_in_one_folder_are_refused_and_whitespace_is_no_new_run(fake):
+    """Two arms started together that write into one run folder: the runner records the folder for the first run to
+    end and refuses it to the other (a failed run, with the reason), so no report mixes two runs' scalars."""
+    arm = ["--env-ids", "EnvA-v0", "--seeds", 1, "--out", "out"]
+    both = ["--command", "python fake.py --same-folder 1 --sleep 1", *arm]
+    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, both)], cwd=fake, env=test_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    other = run_runner(fake, "--command", "python fake.py --same-folder 1 --sleep 1 --tag b", *arm)
+    first_out, _ = proc.communicate(timeout=60)
+    assert sorted([proc.returncode, other.returncode]) == [0, 1], first_out + other.stdout
+    st = [json.loads(p.read_text()) for p in (fake / "out").glob("*.json")]
+    assert sorted(d["status"] for d in st) == ["done", "failed"]
+    done, failed = sorted(st, key=lambda d: d["status"])
+    folder = (fake / "stamp_1.txt").read_text()[len("runs/"):]
+    assert done["run_names"] == [folder] and failed["run_names"] == []
+    assert failed["error"].startswith(f"its run folder runs/{folder} is recorded for another run")
+    assert "two runs wrote into one folder" in (first_out + other.stdout)
+    # the same command with other spaces is the same run: done, not run again
+    n = len(calls(fake))
+    cmd = done["command"].replace(" ", "   ")
+    (fake / "out" / "zz.json").write_text("{half a state")  # and a corrupt state file: one line, then on
+    proc = run_runner(fake, "--command", cmd, *arm)
+    assert "1 already done" in proc.stdout and len(calls(fake)) == n
+    assert proc.stderr.startswith("run.py: warning: skip out/zz.json: not a state file (")
+    assert len(proc.stderr.splitlines()) == 1
+
+
+def test_second_ctrl_c_kills_at_once_in_one_line(fake):
+    grid = ["--command", "python fake.py --sleep 600 --stubborn 1", "--env-ids", "EnvA-v0", "--seeds", 1,
+            "--out", "out", "--grace", 600]
+    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=test_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = lambda: "".join(p.read_text() for p in (fake / "out").glob("*.log"))  # noqa: E731
+    deadline = time.time() + 60  # safety nets against a hang, not timing assertions
+    while "started" not in log() and time.time() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    while "fake got SIGINT" not in log() and time.time() < deadline:  # the run ignores it: the runner waits
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 2 and lines[0].startswith("interrupted") and lines[1] == "second interrupt: killing 1 run(s) now"
+
+
+def test_error_line_of_a_failed_run(tmp_path):
+    sys.path.insert(0, str(REPO / "benchmark"))
+    runner = load_script("benchmark/run.py")
+    log = tmp_path / "a.log"
+    proc = subprocess.run([sys.executable, str(REPO / "ppo.py"), "--learning-rat", "1"], capture_output=True,
+                          text=True, cwd=tmp_path, env=test_env())
+    assert proc.returncode == 2
+    log.write_text("$ python ppo.py\n" + proc.stdout + proc.stderr)
+    assert runner.error_line(log).startswith("Unrecognized options: --learning-rat")  # tyro's message, not its border
+    log.write_text("step 1\nTraceback (most recent call last):\n  File x\nValueError: bad\n")
+    assert runner.error_line(log) == "ValueError: bad"
 
 
 def test_usage_errors(fake):
@@ -155,14 +243,20 @@ def test_usage_errors(fake):
 
 # ---------------------------------------------------------------------------------------------- report.py
 
-def write_run(runs, env_id, exp_name, seed, stamp, total, returns, sps, wall, last_step=None, t0=1000.0):
+def write_run(runs, env_id, exp_name, seed, stamp, total, returns, sps, wall, last_step=None, t0=1000.0, args=None):
     """A run folder as a ppo*.py script writes it: hyperparameters text, episodic returns spread evenly over
-    [0, last_step], charts/SPS at the middle and the end; scalar wall times from t0 to t0 + wall."""
+    [0, last_step], charts/SPS at the middle and the end; scalar wall times from t0 to t0 + wall. args: also write
+    args.json, {"script": ..., **every setting} (as the scripts do at start)."""
     from torch.utils.tensorboard import SummaryWriter
 
     last_step = total if last_step is None else last_step
-    writer = SummaryWriter(str(runs / f"{env_id}__{exp_name}__{seed}__{stamp}"))
+    folder = runs / f"{env_id.replace('/', '_') if args else env_id}__{exp_name}__{seed}__{stamp}"
+    writer = SummaryWriter(str(folder))
     params = {"exp_name": exp_name, "seed": seed, "env_id": env_id, "total_timesteps": total}
+    if args is not None:
+        params = dict(args, **params)
+        (folder / "args.json").write_text(json.dumps(params))
+        params.pop("script")
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in params.items()))
     writer.add_scalar("charts/SPS", sps[0], last_step // 2, walltime=t0)
     for i, r in enumerate(returns):
@@ -179,6 +273,18 @@ def table_row(text, *first_cells):
         if cells[: len(first_cells)] == list(first_cells):
             return cells
     raise AssertionError(f"no row {first_cells} in:\n{text}")
+
+
+def main_table(text):
+    """The rows (as cells) of the report's first table, the one of every arm."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| env | arm |")) + 2
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
 
 
 @pytest.fixture(scope="module")
@@ -208,25 +314,29 @@ def test_report_table_numbers(fake_runs, tmp_path):
     assert "Command: test" in text
     assert "population std, ddof=0" in text
     rets = [expected[s]["ret"] for s in (1, 2, 3)]
-    row = table_row(text, "ppo", "CartPole-v1", "500k")
+    # two arms of ppo.py in CartPole-v1 (500k and 1k steps), next to each other, labelled by what differs
+    row = table_row(text, "CartPole-v1", "ppo.py total_timesteps=500000", "500k")
     assert row[3] == "3 (1,2,3)"  # seed 4 stopped early; seed 1's older run is superseded
     assert row[4] == f"{np.mean(rets):.2f} ± {np.std(rets):.2f}"
     assert row[5] == "200"  # mean final SPS
     assert row[6] == "20 s"  # mean wall time
     assert row[7:] == ["492.40 ± 13.05", "497.54 ± 4.02", "496.8, 9107 SPS, 58 s"]
-    row = table_row(text, "ppo", "CartPole-v1", "1k")
-    assert row[3:7] == ["1 (1)", "8.00", "4", "2 s"]
-    assert row[7] == "492.40 ± 13.05 @500k"
-    assert table_row(text, "ppo_atari_envpool", "ALE/Pong-v5", "2k")[3:5] == ["1 (1)", "-20.50"]  # a nested run folder
+    row = table_row(text, "CartPole-v1", "ppo.py total_timesteps=1000", "1k")
+    assert row[3:7] == ["1 (1)", "8.00 (last 2 ep.)", "4", "2 s"]  # 2 episodes, not "last 20"
+    assert row[7] == "492.40 ± 13.05 @500k"  # the default settings but the steps
+    assert [cells[:2] for cells in main_table(text)] == [  # by env; the arm with the reference settings first
+        ["ALE/Pong-v5", "ppo_atari_envpool.py"], ["CartPole-v1", "ppo.py total_timesteps=500000"],
+        ["CartPole-v1", "ppo.py total_timesteps=1000"]]
+    assert table_row(text, "ALE/Pong-v5", "ppo_atari_envpool.py", "2k")[3:5] == ["1 (1)", "-20.50 (last 2 ep.)"]
     # the per-run table lists every run, the left-out ones with the reason
-    assert table_row(text, "CartPole-v1__ppo__1__1000")[-1] == "superseded by a newer run of the same seed"
+    assert table_row(text, "CartPole-v1__ppo__1__1000")[-1] == "superseded by a newer run of the same seed and settings"
     assert table_row(text, "CartPole-v1__ppo__4__3000")[-1] == "incomplete"
     for seed in (1, 2, 3):
-        assert table_row(text, f"CartPole-v1__ppo__{seed}__{2000 + seed}")[3] == f"{expected[seed]['ret']:.2f}"
+        assert table_row(text, f"CartPole-v1__ppo__{seed}__{2000 + seed}")[4] == f"{expected[seed]['ret']:.2f}"
 
     proc = run_report(tmp_path, "--runs", runs, "--std", "sample", "--include", "__[23]__")
     assert_ok(proc)
-    row = table_row(proc.stdout, "ppo", "CartPole-v1", "500k")
+    row = table_row(proc.stdout, "CartPole-v1", "ppo.py", "500k")  # one arm left: labelled by its script
     assert row[3] == "2 (2,3)"
     assert row[4] == f"{np.mean(rets[1:]):.2f} ± {np.std(rets[1:], ddof=1):.2f}"
     assert "sample std, ddof=1" in proc.stdout
@@ -246,17 +356,128 @@ def test_report_plots_are_png(fake_runs, tmp_path):
     assert "![CartPole-v1](cc/CartPole-v1.png)" in text and "![ALE/Pong-v5](cc/ALE_Pong-v5.png)" in text
 
 
-def test_report_sweep_picks_the_runner_runs(fake_runs, tmp_path):
+def state(status, seed, run_names=(), command="python ppo.py", **fields):
+    """A state file of benchmark/run.py, as its content."""
+    return json.dumps(dict(status=status, command=command, env_id="CartPole-v1", seed=seed, run_names=list(run_names),
+                           **fields))
+
+
+def test_report_sweep_picks_the_runner_runs_and_lists_failed_and_missing_ones(fake_runs, tmp_path):
     runs, _ = fake_runs
-    (tmp_path / "state").mkdir()
-    (tmp_path / "state" / "a.json").write_text(json.dumps(
-        {"status": "done", "run_names": ["CartPole-v1__ppo__2__2002", "CartPole-v1__ppo__3__2003"]}))
-    (tmp_path / "state" / "b.json").write_text(json.dumps(
-        {"status": "failed", "run_names": ["CartPole-v1__ppo__1__2001"]}))
-    proc = run_report(tmp_path, "--runs", runs, "--sweep", tmp_path / "state")
+    out = tmp_path / "state"
+    out.mkdir()
+    (out / "a.json").write_text(state("done", 2, ["CartPole-v1__ppo__2__2002"], ended=5))
+    (out / "b.json").write_text(state("done", 3, ["CartPole-v1__ppo__3__2003"], ended=5))
+    (out / "c.json").write_text(state("failed", 1, [], returncode=2, error="Unrecognized options: --learning-rat"))
+    (out / "d.json").write_text(state("pending", 4))
+    (out / "e.json").write_text("{half a st")
+    proc = run_report(tmp_path, "--runs", runs, "--sweep", out)
     assert_ok(proc)
-    assert table_row(proc.stdout, "ppo", "CartPole-v1", "500k")[3] == "2 (2,3)"
+    # one line for the corrupt state file, no traceback
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"report.py: warning: skip {out / 'e.json'}: not a state file of benchmark/run.py (")
+    # seeds 2 and 3 of the 4 the command asked for
+    assert table_row(proc.stdout, "CartPole-v1", "ppo.py", "500k")[3] == "2 of 4 (2,3)"
     assert "1k" not in proc.stdout and "Pong" not in proc.stdout
+    failed = proc.stdout[proc.stdout.index("## Failed and missing runs"):]
+    assert table_row(failed, "CartPole-v1", "1")[2:4] == ["`python ppo.py`",
+                                                           "failed (exit 2): Unrecognized options: --learning-rat"]
+    assert table_row(failed, "CartPole-v1", "4")[3] == "not finished (interrupted, or not run yet)"
+    assert "CartPole-v1 | 2 |" not in failed
+
+
+def test_report_usage_mistakes_each_say_what_is_wrong(fake_runs, tmp_path):
+    runs, _ = fake_runs
+    (tmp_path / "empty").mkdir()
+    assert_usage_error(run_report(tmp_path, "--runs", runs, "--sweep", "nope"), "--sweep nope: no such folder")
+    assert_usage_error(run_report(tmp_path, "--runs", runs, "--sweep", "empty"), "--sweep empty: no state files")
+    assert_usage_error(run_report(tmp_path, "--runs", runs, "--reference", "nope.csv"), "--reference nope.csv")
+    proc = run_report(tmp_path, "--runs", runs, "--include", "Nothing")
+    assert proc.returncode == 1 and proc.stderr.startswith("report.py: error: --include 'Nothing' matches none")
+    proc = run_report(tmp_path, "--runs", "empty")
+    assert proc.returncode == 1 and proc.stderr.startswith("report.py: error: no TensorBoard runs")
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "a.json").write_text(state("done", 1, ["CartPole-v1__ppo__1__999"]))
+    proc = run_report(tmp_path, "--runs", runs, "--sweep", "s")
+    assert proc.returncode == 1 and "none of the 1 run folders the sweep recorded is under --runs" in proc.stderr
+
+
+def test_bootstrap_difference_ci_against_the_exact_bootstrap_distribution():
+    """With 3 seeds per arm the bootstrap distribution of mean(b) - mean(a) is discrete: 27 x 27 equally likely
+    resamples, enumerated here. The report's Monte Carlo percentiles (10000 resamples) must sit where the exact
+    distribution has 2.5% and 97.5% of its mass, up to 4 standard errors of a proportion estimated from 10000 draws
+    (4 * sqrt(0.025 * 0.975 / 10000) = 0.0062): a wrong resampling (pooled arms, no replacement, the wrong tail)
+    moves them much further."""
+    import itertools
+
+    sys.path.insert(0, str(REPO / "benchmark"))
+    report = load_script("benchmark/report.py")
+    a, b = np.array([10.0, 31.0, 17.0]), np.array([40.0, 22.0, 61.0])
+    diff, lo, hi = report.bootstrap_diff_ci(a, b, reps=10000)
+    assert diff == pytest.approx(b.mean() - a.mean())
+    means = lambda x: np.array([np.mean(c) for c in itertools.product(x, repeat=3)])  # noqa: E731
+    exact = (means(b)[:, None] - means(a)[None, :]).ravel()
+    tol = 4 * np.sqrt(0.025 * 0.975 / 10000)
+    for value, p in ((lo, 0.025), (hi, 0.975)):
+        assert np.mean(exact < value) <= p + tol and np.mean(exact <= value) >= p - tol, (value, p)
+    assert lo < diff < hi
+
+
+def test_report_compares_two_arms_with_the_same_seeds(tmp_path):
+    """Two learning rates of ppo.py, seeds 1-3 each, in two envs, the runs written with args.json: one row per arm
+    with its label and its mean; the reference figures on the default arm only; the difference with the report's
+    bootstrap CI; IQM and probability of improvement (rliable) against independent computations of the point
+    estimates."""
+    need("rliable")
+    sys.path.insert(0, str(REPO / "benchmark"))
+    report = load_script("benchmark/report.py")
+    runs = tmp_path / "runs"
+    returns = {("CartPole-v1", "0.00025"): [100.0, 150.0, 120.0], ("CartPole-v1", "0.001"): [300.0, 250.0, 400.0],
+               ("Acrobot-v1", "0.00025"): [-200.0, -150.0, -100.0], ("Acrobot-v1", "0.001"): [-90.0, -180.0, -85.0]}
+    for (env_id, lr), values in returns.items():
+        for seed, value in zip((1, 2, 3), values):
+            write_run(runs, env_id, "ppo", seed, f"2000{'-2' * (lr == '0.001')}", 1000, [value] * 3, (1.0, 2.0), 1.0,
+                      args={"script": "ppo.py", "learning_rate": lr, "num_envs": 4})
+    proc = run_report(tmp_path, "--runs", runs, "--reps", 2000, "--rliable-reps", 500)
+    assert_ok(proc)
+    text = proc.stdout
+    assert [cells[:2] for cells in main_table(text)] == [
+        ["Acrobot-v1", "ppo.py learning_rate=0.00025"], ["Acrobot-v1", "ppo.py learning_rate=0.001"],
+        ["CartPole-v1", "ppo.py learning_rate=0.00025"], ["CartPole-v1", "ppo.py learning_rate=0.001"]]
+    for (env_id, lr), values in returns.items():
+        row = table_row(text, env_id, f"ppo.py learning_rate={lr}")
+        assert row[3:5] == ["3 (1,2,3)", f"{np.mean(values):.2f} ± {np.std(values):.2f} (last 3 ep.)"]
+        assert (row[7] == "—") == (lr == "0.001")  # the reference figures: the default learning rate's arm only
+    for env_id in ("CartPole-v1", "Acrobot-v1"):
+        part = text[text.index(f"### {env_id}"):]
+        a, b = returns[(env_id, "0.00025")], returns[(env_id, "0.001")]
+        diff, lo, hi = report.bootstrap_diff_ci(a, b, reps=2000)
+        assert diff == pytest.approx(np.mean(b) - np.mean(a))
+        row = table_row(part, "ppo.py learning_rate=0.001")
+        assert row[3] == f"{diff:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+        assert row[4].startswith("cannot tell" if lo <= 0 <= hi else "higher: a hint only, too few seeds")
+    assert "cannot tell: the CI includes 0 (3 seeds are too few)" in text  # Acrobot: the arms overlap
+    # rliable: P(0.001 improves on 0.00025) = per env the share of pairs of runs it wins, averaged over envs
+    wins = [np.mean([x > y for x in returns[(e, "0.001")] for y in returns[(e, "0.00025")]])
+            for e in ("CartPole-v1", "Acrobot-v1")]
+    agg = text[text.index("## Over all envs"):]
+    assert table_row(agg, "ppo.py learning_rate=0.001")[2].startswith(f"{np.mean(wins):.2f} [")
+    normalized = []
+    for e in ("CartPole-v1", "Acrobot-v1"):
+        both = returns[(e, "0.00025")] + returns[(e, "0.001")]
+        normalized += [(x - min(both)) / (max(both) - min(both)) for x in returns[(e, "0.001")]]
+    iqm = np.mean(sorted(normalized)[1:-1])  # 6 scores: a 25% trimmed mean drops int(1.5) = 1 at each end
+    assert table_row(agg, "ppo.py learning_rate=0.001")[1].startswith(f"{iqm:.2f} [")
+
+    # without rliable: the same report, its aggregate section one line saying what is missing
+    (tmp_path / "no_rliable" / "rliable").mkdir(parents=True)
+    (tmp_path / "no_rliable" / "rliable" / "__init__.py").write_text("raise ImportError('not installed here')\n")
+    proc = run_tool("report.py", "--runs", runs, "--reps", 2000, cwd=tmp_path, PYTHONPATH=str(tmp_path / "no_rliable"))
+    assert_ok(proc)
+    assert proc.stdout[:proc.stdout.index("## Over all envs")] == text[:text.index("## Over all envs")]
+    assert "IQM and probability of improvement: not computed: rliable cannot be imported (not installed here); " \
+           "pip install rliable (the plot extra)." in proc.stdout
 
 
 def test_learning_curve_and_reference_matching():
@@ -285,7 +506,7 @@ def test_a_command_that_cannot_start_is_a_failed_run(tmp_path):
 # Stands in for a training script under a sweep: parses the command line with the script's own Args (so a flag the
 # script lacks, or a value it refuses, fails the sweep), records what it got, and writes a run as the script would.
 FAKE_TRAINER = r'''
-import json, sys, time
+import dataclasses, json, sys, time
 from pathlib import Path
 import tyro
 sys.path.insert(0, sys.argv[1])  # tests/
@@ -298,7 +519,7 @@ with open("calls.jsonl", "a") as f:
     f.write(json.dumps({"script": script.name, "env_id": args.env_id, "seed": args.seed,
                         "total_timesteps": args.total_timesteps}) + "\n")
 write_run(Path("runs"), args.env_id, args.exp_name, args.seed, int(time.time()), args.total_timesteps,
-          [1.0, 2.0, 3.0], (10.0, 20.0), 5.0)
+          [1.0, 2.0, 3.0], (10.0, 20.0), 5.0, args={"script": script.name, **dataclasses.asdict(args)})
 '''
 
 SWEEPS = {  # sweep -> (its variables for one small run per script, the scripts it runs, the env id they get, the
@@ -317,9 +538,11 @@ SWEEPS = {  # sweep -> (its variables for one small run per script, the scripts 
 def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
     """The sweep file as a user runs it, into a new OUT folder, with `python ppo*.py` and `torchrun` answered by the
     fake trainer: every run gets flags its script accepts, the report is written, with the random-play table."""
-    needs = {"atari.sh": "ale_py", "envpool.sh": "envpool", "procgen.sh": "envpool"}.get(sweep)
+    needs = {"atari.sh": "ale_py", "envpool.sh": "envpool"}.get(sweep)
     if needs:
         need(needs)
+    if sweep == "procgen.sh":
+        need_procgen()  # random_play.py plays the procgen game
     variables, scripts, env_id, random_env_id = SWEEPS[sweep]
     (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
     bin_dir = tmp_path / "bin"
@@ -340,10 +563,41 @@ def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
     assert all(c["env_id"] == env_id and c["seed"] == 2 and c["total_timesteps"] == 16384 for c in got), got
     report = (out / "report.md").read_text()
     for script in scripts:
-        assert table_row(report, script[: -len(".py")], env_id, "16384")[4] == "2.00"  # mean of the fake's returns
+        assert table_row(report, env_id, script, "16384")[4] == "2.00 (last 3 ep.)"  # mean of the fake's returns
     if random_env_id is not None:
         assert "## Random play" in report
-        assert int(table_row(report, random_env_id)[1]) == (1 if sweep == "atari.sh" else 100)  # episodes
+        assert int(table_row(report[report.index("## Random play"):], random_env_id)[1]) == (1 if sweep == "atari.sh" else 100)  # episodes
+
+
+def run_speed(*args, **env):
+    return subprocess.run(["bash", str(REPO / "benchmark" / "speed.sh"), *args], capture_output=True, text=True,
+                          env=test_env(**env), timeout=120)
+
+
+def test_speed_sh_times_two_commands_against_each_other(tmp_path):
+    a = "python3 -c 'import os; print(\"SPS\", 100 * int(os.environ[\"STEPS\"]))'"  # the budget variable reaches it
+    proc = run_speed(a, "true ok", REPEATS="2", STEPS="3")
+    assert_ok(proc)
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("# ") and f"{len(os.sched_getaffinity(0))} cores, load average" in lines[0]
+    runs = [line.split(" run ")[0] for line in lines if " run " in line]
+    assert runs == ["A", "B", "A", "B"]  # alternated
+    assert "SPS median 300 (range 300-300)" in next(line for line in lines if line.startswith("A: wall median"))
+    medians = {line[0]: float(line.split("wall median ")[1].split(" s")[0]) for line in lines if " wall median" in line}
+    ratio = next(line for line in lines if line.startswith("ratio B/A"))
+    got, a, b = float(ratio.split("wall ")[1].split(",")[0]), medians["A"], medians["B"]
+    assert (b - 0.005) / (a + 0.005) - 0.0005 <= got <= (b + 0.005) / (a - 0.005) + 0.0005  # the medians as printed
+    assert lines[-1].startswith("# after:")
+
+
+def test_speed_sh_refuses_what_it_does_not_know(tmp_path):
+    for args, fragment in ((["--bogus"], "unknown option --bogus"), (["ppo_typo.py"], "ppo_typo.py: no such script"),
+                           (["ppo"], "neither a script"), (["a b", "c d", "e f"], "at most two")):
+        proc = run_speed(*args)
+        assert proc.returncode == 2 and proc.stdout == "", (args, proc.stdout)
+        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and fragment in proc.stderr, proc.stderr
+    proc = run_speed("false x", REPEATS="1")
+    assert proc.returncode == 1 and "A run 1: failed (exit 1)" in proc.stdout
 
 
 def test_random_play_counts_whole_episodes_without_the_reset_step(tmp_path):
@@ -359,6 +613,16 @@ def test_random_play_counts_whole_episodes_without_the_reset_step(tmp_path):
     again, _ = random_play.random_play("CartPole-v1", num_envs=5, episodes_per_env=4, seed=3)
     np.testing.assert_array_equal(again, returns)  # seeded
     assert_usage_error(run_tool("random_play.py", "--env-id", "Nope-v0"), "Nope-v0")
+
+
+def test_random_play_says_in_one_line_when_procgen_cannot_load(tmp_path):
+    """As on a Linux without the Qt 5 runtime: an envpool whose procgen spec raises ImportError when loaded."""
+    (tmp_path / "envpool").mkdir()
+    (tmp_path / "envpool" / "__init__.py").write_text(
+        "def list_all_envs():\n    return ['StarpilotEasy-v0']\n"
+        "def make_spec(env_id):\n    raise ImportError('libQt5Gui.so.5: cannot open shared object file')\n")
+    proc = run_tool("random_play.py", "--env-id", "StarpilotEasy-v0", PYTHONPATH=str(tmp_path))
+    assert_usage_error(proc, "StarpilotEasy-v0", "libQt5Gui.so.5", "apt install libqt5gui5")
 
 
 def test_cnn_layout_times_both_layouts():
