@@ -456,7 +456,7 @@ def main(args: Args) -> None:
 
             with torch.no_grad():
                 # The parameters do not change during a rollout, so one batched call after it gives the log-probs and
-                # values that per-step calls would; the steps then run the actor alone (faster: README, Speed)
+                # values that per-step calls would; the steps then run the actor alone (faster: docs/speed.md)
                 _, logprob, _, value = agent.get_action_and_value(obs.flatten(0, 1), actions.flatten(0, 1))
                 logprobs[:], values[:] = logprob.view_as(logprobs), value.view_as(values)
                 next_value = agent.get_value(next_obs).reshape(1, -1)[0]
