@@ -154,6 +154,17 @@ class SameStepReference:
         return np.stack(obs), np.array(reward), np.array(terminated), np.array(truncated), infos
 
 
+def wrappers(env):
+    """The chain of gymnasium wrappers around a single env, outermost first."""
+    import gymnasium as gym
+
+    chain = []
+    while isinstance(env, gym.Wrapper):
+        chain.append(env)
+        env = env.env
+    return chain
+
+
 def scaled_rewards_reference(rewards, dones, gamma, clip=10.0, epsilon=1e-8):
     """[M8, M9] The rewards baselines' VecNormalize gives the agent, from the definition rather than a running update.
 

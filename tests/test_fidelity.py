@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import load_script, need, need_procgen, SameStepReference, scaled_rewards_reference
+from helpers import load_script, need, need_procgen, SameStepReference, scaled_rewards_reference, wrappers
 
 BREAKOUT = "BreakoutNoFrameskip-v4"
 ALE_SCRIPTS = ["ppo_atari.py", "ppo_atari_lstm.py", "ppo_atari_multigpu.py"]
@@ -58,8 +58,8 @@ def test_m8_procgen_return_statistics_use_gamma_099_not_the_ppo_gamma(tmp_path, 
     monkeypatch.chdir(tmp_path)
     raw, ends, seen = spy_on_rewards(procgen, "EnvpoolVecEnv", "envs", monkeypatch)
     # fruitbot: random play gets rewards every few dozen steps, enough of them to tell the two gammas apart
-    procgen.main(procgen.Args(env_id="fruitbot", num_envs=4, num_steps=64, num_minibatches=4, update_epochs=1, total_timesteps=256,
-                              num_threads=1, gamma=0.999))
+    procgen.main(procgen.Args(env_id="fruitbot", num_envs=4, num_steps=64, num_minibatches=4, update_epochs=1,
+                              total_timesteps=256, num_threads=1, gamma=0.999))
     assert len(seen) == 64
     assert_scaled_with_gamma_099(raw, ends, seen, 0.999)
 
@@ -115,22 +115,13 @@ def ale_vector_env(script):
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
-def chain(env):
-    """The wrappers of a single env, outermost first."""
-    found = []
-    while isinstance(env, gym.Wrapper):
-        found.append(env)
-        env = env.env
-    return found
-
-
 @pytest.mark.parametrize("name", ["ppo_atari.py", "ppo_atari_multigpu.py"])
 def test_a7_stack_restarts_from_zeros_after_a_lost_life_and_a_game_over(name):
     """baselines' VecFrameStack: on every done the env's stack is zeroed, then the new frame added. Compared with a
     stack built here over the single frames of a twin env (same seed, same actions, reset where the script's ends)."""
     script = load_script(name)
     envs = ale_vector_env(script)
-    twin = chain(script.make_env(BREAKOUT, 0, False, "test")())
+    twin = wrappers(script.make_env(BREAKOUT, 0, False, "test")())
     (stacker,) = [w for w in twin if isinstance(w, gym.wrappers.FrameStackObservation)]
     single = stacker.env  # the frames before stacking
     obs, _ = envs.reset(seed=5)
@@ -163,7 +154,7 @@ def test_episode_statistics_count_agent_steps_and_raw_score_of_whole_games(name)
     of the [A3, A4] resets), episodic_return the raw rewards of those steps, summed."""
     script = load_script(name)
     envs = ale_vector_env(script)
-    (skip,) = [w for w in chain(envs.envs[0]) if isinstance(w, gym.wrappers.MaxAndSkipObservation)]
+    (skip,) = [w for w in wrappers(envs.envs[0]) if isinstance(w, gym.wrappers.MaxAndSkipObservation)]
     counted = {"steps": 0, "raw": 0.0, "last game": None}
     skip_step, skip_reset = skip.step, skip.reset
 

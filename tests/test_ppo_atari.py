@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import assert_ok, assert_usage_error, load_script, need, read_every_metric, run_dirs, run_script, test_env
+from helpers import (assert_ok, assert_usage_error, load_script, need, read_every_metric, run_dirs, run_script,
+                     test_env, wrappers)
 
 ale_py = need("ale_py")
 cv2 = need("cv2")
@@ -23,15 +24,6 @@ TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "128"]
 
 def make(env_id=BREAKOUT):
     return atari.make_env(env_id, 0, False, "test")()
-
-
-def wrappers(env):
-    """The chain of wrappers, outermost first."""
-    chain = []
-    while isinstance(env, gym.Wrapper):
-        chain.append(env)
-        env = env.env
-    return chain
 
 
 def test_a3_lost_life_ends_episode_but_reset_continues_the_game():
