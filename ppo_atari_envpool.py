@@ -170,7 +170,20 @@ class EnvpoolVecEnv:
     def reset(self, seed=None):  # envpool seeds its envs when made (env i gets seed + i); seed is ignored here
         obs, _ = self.envs.reset()
         self.record(False)
-        return obs, {}
+        self.since_done = np.zeros(self.num_envs, dtype=np.int64)  # [A7] agent steps since each env's last done
+        return self.zero_stale_frames(obs), {}
+
+    def zero_stale_frames(self, obs):
+        """[A7] baselines' VecFrameStack restarts an env's stack from zeros on every done (a lost life's too) and on
+        reset: the first obs is 3 zero frames + the new one. envpool refills its stack only on a new game, with copies
+        of the first frame, and keeps the frames from before a lost life; so here the frames of the stack that date
+        from before the env's last done are zeroed, which gives exactly what ppo_atari.py and baselines see."""
+        stack = obs.shape[1]
+        stale = np.arange(stack) + self.since_done[:, None] < stack - 1  # (num_envs, stack): frame j predates the done
+        if stale.any():
+            obs = obs.copy()
+            obs[stale] = 0
+        return obs
 
     def step(self, actions):
         obs, reward, terminations, truncations, info = self.envs.step(actions)
@@ -186,6 +199,8 @@ class EnvpoolVecEnv:
             obs[reset_info["env_id"]] = reset_obs
             if dones[0]:
                 self.record(False)  # the first frame of env 0's next episode
+        self.since_done = np.where(dones, 0, self.since_done + 1)
+        obs = self.zero_stale_frames(obs)  # [A7]
         if game_over.any():
             infos["final_info"] = {"episode": {"r": self.episode_returns.copy(), "l": info["elapsed_step"].copy()},
                                    "_episode": game_over}
@@ -211,7 +226,7 @@ def make_env(env_id, num_envs, seed, num_threads, capture_video, run_name, max_e
         use_fire_reset=True,  # [A4] FIRE on reset, in the games that have it
         img_height=84, img_width=84, gray_scale=True, use_inter_area_resize=True,  # [A5] 84 x 84 gray, area resize
         reward_clip=True,  # [A6] rewards clipped to their sign; the raw one stays in info["reward"]
-        stack_num=4,  # [A7] (4, 84, 84)
+        stack_num=4,  # [A7] (4, 84, 84); EnvpoolVecEnv zeroes the frames from before a done, as baselines
         repeat_action_probability=0.0,  # no sticky actions, as the *NoFrameskip-v4 ids (the ALE's v5 default is 0.25)
         max_episode_steps=max_episode_steps,  # 27000 agent steps = 108000 frames, the v5 time limit; then truncation
     )

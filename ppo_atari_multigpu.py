@@ -233,17 +233,19 @@ def make_env(env_id, idx, capture_video, run_name):
             env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
         else:
             env = gym.make(env_id)
-        # innermost, so it sees every raw frame of a whole game: episodic_return is the game's score (before [A3]
-        # and [A6]) and episodic_length counts frames (4 per agent step)
-        env = gym.wrappers.RecordEpisodeStatistics(env)
         env = NoopReset(env, noop_max=30)  # [A1]
         env = gym.wrappers.MaxAndSkipObservation(env, skip=4)  # [A2] repeat 4 frames, sum rewards, max of last 2
+        # where baselines' Monitor sits (cmd_util.py make_env): episodic_return is the whole game's raw score (before
+        # [A3] and [A6]) and episodic_length counts its agent steps, the no-op and FIRE steps of [A3, A4] resets too
+        env = gym.wrappers.RecordEpisodeStatistics(env)
         env = EpisodicLife(env)  # [A3]
         if "FIRE" in env.unwrapped.get_action_meanings():
             env = FireReset(env)  # [A4]
         env = WarpFrame(env)  # [A5]
         env = gym.wrappers.TransformReward(env, np.sign)  # [A6] rewards clipped to their sign (baselines' ClipRewardEnv)
-        env = gym.wrappers.FrameStackObservation(env, 4)  # [A7] (4, 84, 84); a reset fills all 4 with its frame
+        # [A7] (4, 84, 84). After every done, a lost life's too, the stack is 3 zero frames + the new one, as baselines'
+        # VecFrameStack zeroes an env's stack on done (FrameStack sits outside [A3], so a lost life resets it too)
+        env = gym.wrappers.FrameStackObservation(env, 4, padding_type="zero")
         return env
 
     return thunk

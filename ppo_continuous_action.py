@@ -157,7 +157,9 @@ class NormalizeVecEnv(gym.vector.VectorWrapper):
     training=False freezes them (evaluation of a saved model).
     """
 
-    def __init__(self, envs, gamma, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8):
+    # [M8] gamma 0.99 for the return statistics, whatever PPO's --gamma: VecNormalize's own default, which baselines'
+    # MuJoCo path (VecNormalize(env, use_tf=True)) and train-procgen (VecNormalize(venv, ob=False)) both keep
+    def __init__(self, envs, gamma=0.99, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8):
         super().__init__(envs)
         self.obs_rms = RunningMeanStd(envs.single_observation_space.shape)
         self.return_rms = RunningMeanStd(())
@@ -370,7 +372,7 @@ def main(args: Args) -> None:
     if not isinstance(envs.single_observation_space, gym.spaces.Box) or len(envs.single_observation_space.shape) != 1:
         usage_error(f"{args.env_id} has observations {envs.single_observation_space}; ppo_continuous_action.py takes "
                     f"flat vectors (use ppo_atari.py for images)")
-    envs = NormalizeVecEnv(envs, args.gamma)  # [M6]-[M9] baselines' VecNormalize, after the episode statistics
+    envs = NormalizeVecEnv(envs)  # [M6]-[M9] baselines' VecNormalize, after the episode statistics
     action_low, action_high = envs.single_action_space.low, envs.single_action_space.high
 
     agent = Agent(envs).to(device)

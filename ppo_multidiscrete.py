@@ -449,7 +449,7 @@ def main(args: Args) -> None:
                 with torch.inference_mode():  # like no_grad, with less bookkeeping per op
                     action = agent.get_action(next_obs)  # log-probs and values come after the loop, for the segment
                 actions[step] = action
-                invalid_actions += (~next_mask.gather(1, offsets + action)).sum().item()
+                invalid_actions += (~next_mask.gather(1, offsets + action)).sum()  # a tensor: no device sync per step
 
                 next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
                 next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines

@@ -223,6 +223,11 @@ def make_env(env_id, num_envs, seed, capture_video, run_name):
         return EnvpoolVecEnv(envs, capture_video, run_name)
 
 
+# [X4] the logit an invalid action gets: a Python number, which torch.where takes as it is (no tensor built and
+# copied to the device in every forward)
+MASKED_LOGIT = -1e8
+
+
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)  # [C2] orthogonal weights, gain sqrt(2) for hidden layers
     torch.nn.init.constant_(layer.bias, bias_const)  # [C2] biases 0
@@ -255,7 +260,7 @@ class Agent(nn.Module):
 
     def get_action(self, x, mask):
         """A sample of the policy and nothing else: what a rollout step needs."""
-        logits = torch.where(mask, self.actor(x), torch.tensor(-1e8, device=x.device))  # [X4] as below
+        logits = torch.where(mask, self.actor(x), MASKED_LOGIT)  # [X4] as below
         split_logits = torch.split(logits, self.nvec, dim=1)  # [D1] one Categorical per component
         return torch.stack([Categorical(logits=c, validate_args=False).sample() for c in split_logits], dim=1)
 
@@ -264,7 +269,7 @@ class Agent(nn.Module):
         # [X4] invalid action masking: an invalid action's logit becomes -1e8, so after the softmax its probability is
         # exactly 0 (exp underflows) and its logit gets exactly zero gradient (torch.where passes none to it).
         # mask: (batch, sum(nvec)) booleans, True where valid. -1e8 rather than -inf: no inf - inf = nan anywhere.
-        logits = torch.where(mask, logits, torch.tensor(-1e8, device=logits.device))
+        logits = torch.where(mask, logits, MASKED_LOGIT)
         # [D1] the logits split per component, one Categorical each: the components are independent given the obs,
         # so log pi(a|s) = sum_j log pi_j(a_j|s) and the entropy is the sum of the components' entropies.
         # validate_args=False: the logits come from our own network; the checks cost ~10% of a rollout step
@@ -460,7 +465,7 @@ def main(args: Args) -> None:
                 with torch.inference_mode():  # like no_grad, with less bookkeeping per op
                     action = agent.get_action(next_obs, next_mask)  # log-probs and values come after the loop
                 actions[step] = action
-                invalid_actions += (~next_mask.gather(1, offsets + action)).sum().item()
+                invalid_actions += (~next_mask.gather(1, offsets + action)).sum()  # a tensor: no device sync per step
 
                 next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
                 next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines

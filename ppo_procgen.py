@@ -172,7 +172,9 @@ class EnvpoolVecEnv:
     episode ends as truncations), so the sums are reported and reset then, and never leak into the next episode.
     """
 
-    def __init__(self, envs, gamma, capture_video, run_name, clip_reward=10.0, epsilon=1e-8):
+    # [M8] gamma 0.99 for the return statistics, whatever PPO's --gamma: VecNormalize's own default, which baselines'
+    # MuJoCo path (VecNormalize(env, use_tf=True)) and train-procgen (VecNormalize(venv, ob=False)) both keep
+    def __init__(self, envs, capture_video, run_name, gamma=0.99, clip_reward=10.0, epsilon=1e-8):
         self.envs, self.run_name = envs, run_name
         self.num_envs = envs.config["num_envs"]
         self.single_observation_space = envs.observation_space  # (3, 64, 64) uint8
@@ -230,13 +232,13 @@ class EnvpoolVecEnv:
         self.envs.close()
 
 
-def make_env(env_id, num_envs, seed, num_threads, gamma, capture_video, run_name):
+def make_env(env_id, num_envs, seed, num_threads, capture_video, run_name):
     import envpool  # optional: imported only here, so that the file imports without it
 
     render_mode = {"render_mode": "rgb_array"} if capture_video else {}
     envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed, num_threads=num_threads,
                         **render_mode)
-    return EnvpoolVecEnv(envs, gamma, capture_video, run_name)
+    return EnvpoolVecEnv(envs, capture_video, run_name)
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -245,13 +247,21 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
+def glorot_init(layer):
+    """[P1] TensorFlow's default init, which baselines' build_impala_cnn keeps for every convolution and for the dense
+    layer: Glorot-uniform weights (bound sqrt(6 / (fan_in + fan_out))), biases 0."""
+    torch.nn.init.xavier_uniform_(layer.weight)
+    torch.nn.init.zeros_(layer.bias)
+    return layer
+
+
 class ResidualBlock(nn.Module):
     """[P1] x + conv(relu(conv(relu(x)))), 3x3 convolutions keeping the channels and the size (IMPALA's block)."""
 
     def __init__(self, channels):
         super().__init__()
-        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
-        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv0 = glorot_init(nn.Conv2d(channels, channels, 3, padding=1))
+        self.conv1 = glorot_init(nn.Conv2d(channels, channels, 3, padding=1))
 
     def forward(self, x):
         return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
@@ -263,7 +273,7 @@ class ConvSequence(nn.Module):
 
     def __init__(self, in_channels, depth):
         super().__init__()
-        self.conv = nn.Conv2d(in_channels, depth, 3, padding=1)
+        self.conv = glorot_init(nn.Conv2d(in_channels, depth, 3, padding=1))
         self.pool = nn.MaxPool2d(3, stride=2, padding=1)
         self.res0 = ResidualBlock(depth)
         self.res1 = ResidualBlock(depth)
@@ -276,8 +286,8 @@ class Agent(nn.Module):
     def __init__(self, envs):
         super().__init__()
         # [P1] IMPALA-style CNN trunk shared by the policy and the value head: stages of depth 16, 32, 32 take
-        # (3, 64, 64) to (32, 8, 8), then a 256-unit embedding. The convolutions keep PyTorch's default init, as
-        # train-procgen's keep TensorFlow's; the linear layers get [C2]'s orthogonal init.
+        # (3, 64, 64) to (32, 8, 8), then a 256-unit embedding. The convolutions and the embedding get TensorFlow's
+        # default init, as in baselines' build_impala_cnn (glorot_init); the policy and value heads get [C2]'s.
         channels, height, width = envs.single_observation_space.shape
         stages = []
         for depth in (16, 32, 32):
@@ -287,7 +297,7 @@ class Agent(nn.Module):
             *stages,
             nn.Flatten(),
             nn.ReLU(),
-            layer_init(nn.Linear(channels * height * width, 256)),
+            glorot_init(nn.Linear(channels * height * width, 256)),
             nn.ReLU(),
         )
         self.actor = layer_init(nn.Linear(256, envs.single_action_space.n), std=0.01)  # [C2] policy output gain 0.01
@@ -430,8 +440,7 @@ def main(args: Args) -> None:
     # (EnvpoolVecEnv)
     num_envs = 1 if checkpoint is not None else args.num_envs
     try:
-        envs = make_env(envpool_id, num_envs, args.seed, min(num_threads, num_envs), args.gamma, args.capture_video,
-                        run_name)
+        envs = make_env(envpool_id, num_envs, args.seed, min(num_threads, num_envs), args.capture_video, run_name)
     except ImportError as e:  # envpool's procgen needs the Qt 5 libraries on Linux
         usage_error(f"cannot make env {envpool_id!r}: {e}".replace("\n", " "))
 

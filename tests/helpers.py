@@ -152,3 +152,35 @@ class SameStepReference:
             out.append((np.copy(obs[0]), reward[0], terminated[0], truncated[0], info))
         obs, reward, terminated, truncated, infos = zip(*out)
         return np.stack(obs), np.array(reward), np.array(terminated), np.array(truncated), infos
+
+
+def wrappers(env):
+    """The chain of gymnasium wrappers around a single env, outermost first."""
+    import gymnasium as gym
+
+    chain = []
+    while isinstance(env, gym.Wrapper):
+        chain.append(env)
+        env = env.env
+    return chain
+
+
+def scaled_rewards_reference(rewards, dones, gamma, clip=10.0, epsilon=1e-8):
+    """[M8, M9] The rewards baselines' VecNormalize gives the agent, from the definition rather than a running update.
+
+    rewards, dones: (steps, num_envs), dones[t] marking the step that ends an episode. At step t each reward is divided
+    by the std of every discounted return so far (all envs, step t's included, the mean not subtracted), pooled with
+    baselines' pseudo-sample (mean 0, variance 1, weight 1e-4) that defines it before the first update; then clipped.
+    """
+    rewards, dones = np.asarray(rewards, np.float64), np.asarray(dones, bool)
+    discounted, history, scaled = np.zeros(rewards.shape[1]), [], np.empty_like(rewards)
+    for t in range(len(rewards)):
+        discounted = discounted * gamma + rewards[t]  # the return of each env's current episode, up to step t
+        history.append(discounted.copy())
+        x = np.concatenate(history)
+        count = len(x) + 1e-4
+        mean = x.sum() / count
+        var = (1e-4 * (1 + mean**2) + ((x - mean) ** 2).sum()) / count
+        scaled[t] = np.clip(rewards[t] / np.sqrt(var + epsilon), -clip, clip)
+        discounted[dones[t]] = 0  # the next episode's return starts from 0
+    return scaled
