@@ -1,7 +1,8 @@
 """--bootstrap-truncated [X5]: the rewards that reach compute_gae are the env's rewards plus gamma * V(final obs)
 exactly at the steps that a time limit cut (truncated, not terminated), and the env's rewards alone without the flag.
-The final obs is the one the env returned at truncation (not the next episode's first), each script's main() runs
-in-process with recorders around make_env, Agent and compute_gae, and V is recomputed here one obs at a time."""
+Each script's main() runs in-process, with recorders around its envs, Agent and compute_gae; V is recomputed here
+one obs at a time. The envpool adapters' final obs is checked against raw envpool envs: the obs of the done step,
+not the next episode's first."""
 
 import copy
 import functools
