@@ -90,6 +90,8 @@ class Args:
     """clip the global gradient norm to this (0.5 in baselines) [C11]"""
     target_kl: Optional[float] = None
     """stop the epochs early once approx KL exceeds this (0.01 to 0.05); off by default [X3]"""
+    bootstrap_truncated: bool = False
+    """add gamma * V(final obs) to the reward of a step cut by a time limit (not in ppo2); off by default [X5]"""
 
     # Derived sizes, computed in this one place.
     @property
@@ -182,7 +184,8 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
     rewards, values, dones: (num_steps, num_envs); next_value, next_done: (num_envs,), for the obs after the segment.
     dones[t] = 1 means obs[t] is the first observation of a new episode [C1], so the episode ended with the
     transition at t - 1 and V(obs[t]) must not be bootstrapped into it. As in baselines, a time-limit truncation
-    counts as an end too (no bootstrap). Returns are advantages + values, the TD(lambda) target.
+    counts as an end too (no bootstrap here; --bootstrap-truncated [X5] adds it to the reward instead). Returns
+    are advantages + values, the TD(lambda) target.
     """
     next_nonterminal = 1.0 - torch.cat([dones[1:], next_done.unsqueeze(0)])  # (num_steps, num_envs)
     next_values = torch.cat([values[1:], next_value.unsqueeze(0)])  # (num_steps, num_envs)
@@ -360,6 +363,12 @@ def main(args: Args) -> None:
                 rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
                 next_obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
                 next_done = torch.as_tensor(next_done, dtype=torch.float32, device=device)
+                truncated = np.flatnonzero(truncations & ~terminations) if args.bootstrap_truncated else []
+                if len(truncated):  # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
+                    final_obs = np.stack(infos["final_obs"][truncated])  # as the env returned it, before its reset
+                    final_obs = torch.as_tensor(final_obs, dtype=torch.float32, device=device)
+                    with torch.inference_mode():  # one batched call for the envs that truncated at this step
+                        rewards[step, truncated] += args.gamma * agent.get_value(final_obs).flatten()
 
                 if "final_info" in infos:
                     episode = infos["final_info"]["episode"]
