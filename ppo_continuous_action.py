@@ -12,11 +12,16 @@ The normalization statistics are saved with the model and frozen when a checkpoi
     tensorboard --logdir runs
 """
 
+import contextlib
+import itertools
+import json
 import math
 import os
 import random
+import re
 import sys
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from typing import Optional
@@ -39,7 +44,7 @@ class Args:
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """name of the experiment: runs are named {env_id}__{exp_name}__{seed}__{unix time}"""
     seed: int = 1
-    """seed of python, numpy, torch and the envs (env i gets seed + i); any integer >= 0"""
+    """seed of python, numpy, torch and the envs (env i gets seed + i); an integer from 0 to 2**32 - 1"""
     torch_deterministic: bool = True
     """make torch choose deterministic algorithms; off only trades reproducibility for GPU speed"""
     cuda: bool = True
@@ -115,6 +120,12 @@ class Args:
                      "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
             if getattr(self, name) <= 0:
                 return f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+        if not 0 <= self.seed < 2**32:
+            return f"--seed must be an integer from 0 to 2**32 - 1 (numpy's seed range), got {self.seed}"
+        if self.ent_coef < 0:
+            return f"--ent-coef must be >= 0 (a negative weight would reward certainty), got {self.ent_coef}"
+        if self.target_kl is not None and self.target_kl <= 0:
+            return f"--target-kl must be positive (leave it out for no early stopping), got {self.target_kl}"
         for name in ("gamma", "gae_lambda"):
             if not 0 <= getattr(self, name) <= 1:
                 return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}"
@@ -292,22 +303,53 @@ def evaluate(agent, envs, num_episodes, device):
 
 
 def main(args: Args) -> None:
+    run_dir = None  # runs/{run_name}, once made
+
     def usage_error(message):
-        """Bad input: one line on stderr and exit code 2, like argparse; no traceback."""
+        """Bad input: one line on stderr and exit code 2, like argparse; no traceback, no empty run folder left."""
         print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
+        for folder in [] if run_dir is None else [run_dir, f"videos/{os.path.basename(run_dir)}"]:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)  # only if still empty
         raise SystemExit(2)
+
+    def load_checkpoint(path, flag):
+        """The checkpoint at path if this script wrote it; a one-line error saying why not otherwise."""
+        if not os.path.isfile(path):
+            usage_error(f"{flag} {path}: no such file")
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # empty, truncated, corrupt, or not a torch file at all
+            usage_error(f"{flag} {path}: not a readable checkpoint ({type(e).__name__})")
+        if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("args"), dict) or "script" not in checkpoint:
+            usage_error(f"{flag} {path}: not a checkpoint saved by --save-model (a bare state dict, or an older format)")
+        if checkpoint["script"] != os.path.basename(__file__):
+            usage_error(f"{flag} {path}: this checkpoint was written by {checkpoint['script']}; use that script")
+        return checkpoint
+
+    def adopt(saved, names):
+        """Take these arguments from a checkpoint's; one given on the command line with another value is refused."""
+        for name in names:
+            given, default = getattr(args, name), getattr(Args(), name)
+            if name in saved and given != default and given != saved[name]:
+                usage_error(f"--{name.replace('_', '-')} {given}: the checkpoint was trained with {saved[name]}; "
+                            f"leave the flag out")
+            setattr(args, name, saved.get(name, given))
 
     if (problem := args.problem()) is not None:
         usage_error(problem)
     checkpoint = None
     if args.eval_checkpoint is not None:
-        if not os.path.isfile(args.eval_checkpoint):
-            usage_error(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
-        checkpoint = torch.load(args.eval_checkpoint, map_location="cpu", weights_only=True)
+        checkpoint = load_checkpoint(args.eval_checkpoint, "--eval-checkpoint")
         if "obs_rms" not in checkpoint:
             usage_error(f"--eval-checkpoint {args.eval_checkpoint}: no normalization statistics (not saved by this script)")
-        args.env_id = checkpoint["args"]["env_id"]  # evaluate on the env the model was trained on
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+        adopt(checkpoint["args"], ["env_id"])  # evaluate on the env the model was trained on
+    run_name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"  # one folder level
+    if args.capture_video:
+        try:
+            os.makedirs("videos", exist_ok=True)
+        except OSError as e:
+            usage_error(f"--capture-video: cannot make the folder videos/ ({e.strerror})")
 
     # seeding; tiny MLPs run fastest on one CPU thread (more threads only add synchronization, measured)
     random.seed(args.seed)
@@ -316,8 +358,24 @@ def main(args: Args) -> None:
     torch.backends.cudnn.deterministic = args.torch_deterministic
     torch.set_num_threads(1)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    # the default v4 ids are the benchmark's (comparable with the recorded results): gymnasium's advice to move to v5 is
+    # noise here (MuJoCo's own "settotalmass deprecated" warning and its MUJOCO_LOG.TXT are not ours to silence)
+    warnings.filterwarnings("ignore", message=r".*is out of date", category=DeprecationWarning)
     if args.capture_video and sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
         os.environ.setdefault("MUJOCO_GL", "egl")  # MuJoCo renders headless with EGL (or osmesa when set so)
+
+    if checkpoint is None:  # a folder of its own: os.mkdir is atomic, so runs started in the same second get -2, -3, ...
+        try:
+            os.makedirs("runs", exist_ok=True)
+            for n in itertools.count(1):
+                name = run_name if n == 1 else f"{run_name}-{n}"
+                with contextlib.suppress(FileExistsError):  # taken: try the next suffix
+                    os.mkdir(f"runs/{name}")
+                    break
+            run_name = name
+        except OSError as e:  # runs/ not writable, or a file named runs
+            usage_error(f"cannot make a run folder in runs/ ({e.strerror}: {e.filename})")
+        run_dir = f"runs/{run_name}"
 
     # [C1] vectorized architecture: num_envs envs stepped in lockstep. SAME_STEP autoreset, as baselines' VecEnv:
     # the obs returned with done=True is already the first obs of the next episode (gymnasium 1.x defaults to NEXT_STEP)
@@ -327,8 +385,10 @@ def main(args: Args) -> None:
             [make_env(args.env_id, i, args.capture_video, run_name) for i in range(num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
-    except gym.error.Error as e:
-        usage_error(f"cannot make env {args.env_id!r}: {e}")
+    except (gym.error.Error, ImportError) as e:  # ImportError: an id whose dependency is missing (HalfCheetah-v3)
+        atari = re.search(r"^ALE/|NoFrameskip|Deterministic|^[A-Z][A-Za-z]+-v5$", args.env_id)
+        usage_error(f"cannot make env {args.env_id!r}: {e}".replace("\n", " ") + (
+            " (Atari games: ppo_atari.py with a *NoFrameskip-v4 id, or ppo_atari_envpool.py with a *-v5 id)" if atari else ""))
     if not isinstance(envs.single_action_space, gym.spaces.Box):
         hint = {gym.spaces.Discrete: "ppo.py", gym.spaces.MultiDiscrete:
                 "the Agent of ppo_multidiscrete.py (that script makes envpool envs: give it your make_env)"}
@@ -342,7 +402,11 @@ def main(args: Args) -> None:
 
     agent = Agent(envs).to(device)
     if checkpoint is not None:
-        agent.load_state_dict(checkpoint["model"])
+        try:
+            agent.load_state_dict(checkpoint["model"])
+        except Exception:  # other layer sizes or layers
+            usage_error(f"--eval-checkpoint {args.eval_checkpoint}: its model does not fit this script's network for "
+                        f"{args.env_id}")
         envs.obs_rms.load_state_dict(checkpoint["obs_rms"])  # observations normalized exactly as in training
         envs.return_rms.load_state_dict(checkpoint["return_rms"])
         envs.training = False  # frozen: evaluation must not move the statistics
@@ -364,7 +428,12 @@ def main(args: Args) -> None:
             print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline, upload later with "
                   f"`wandb sync`", file=sys.stderr)
             wandb.init(**wandb_kwargs, mode="offline")
-    writer = SummaryWriter(f"runs/{run_name}")
+    if args.total_timesteps % args.batch_size:
+        print(f"{os.path.basename(__file__)}: note: --total-timesteps {args.total_timesteps} is not a multiple of the "
+              f"batch ({args.batch_size}): training for {args.num_iterations * args.batch_size} steps", file=sys.stderr)
+    with open(f"{run_dir}/args.json", "w") as f:  # the run's resolved arguments, for the benchmark tools
+        json.dump({"script": os.path.basename(__file__), **vars(args)}, f, indent=1)
+    writer = SummaryWriter(run_dir)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
@@ -380,6 +449,28 @@ def main(args: Args) -> None:
     rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
     dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+
+    def save_checkpoint():
+        """Save to a temporary file in the run folder, fsync, rename: a crash or a full disk never leaves a half-written
+        checkpoint, and the last complete one stays. False (after one line on stderr) when the save failed."""
+        path = f"{run_dir}/{args.exp_name}.pt"
+        checkpoint = {"script": os.path.basename(__file__), "args": vars(args), "model": agent.state_dict(),
+                      "optimizer": optimizer.state_dict(), "global_step": global_step,
+                      "obs_rms": envs.obs_rms.state_dict(), "return_rms": envs.return_rms.state_dict()}  # [M6] part of the model
+        try:
+            with open(path + ".tmp", "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(path + ".tmp", path)
+        except (OSError, RuntimeError) as e:  # torch reports a full disk as a RuntimeError
+            with contextlib.suppress(OSError):
+                os.remove(path + ".tmp")
+            print(f"{os.path.basename(__file__)}: error: cannot save {path} ({getattr(e, 'strerror', None) or 'disk full?'})"
+                  f"; the last complete checkpoint is kept", file=sys.stderr)
+            return False
+        print(f"model saved to {path}")
+        return True
 
     global_step = 0
     start_time = time.time()
@@ -507,22 +598,22 @@ def main(args: Args) -> None:
                       flush=True)
     except KeyboardInterrupt:
         interrupted = True
-        print(f"\ninterrupted at step {global_step}: closing logs in runs/{run_name}", file=sys.stderr)
+        print(f"\ninterrupted at step {global_step}: closing logs in {run_dir}", file=sys.stderr)
 
-    if args.save_model:
-        model_path = f"runs/{run_name}/{args.exp_name}.pt"
-        checkpoint = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "args": vars(args),
-                      "global_step": global_step, "obs_rms": envs.obs_rms.state_dict(),  # [M6] part of the model
-                      "return_rms": envs.return_rms.state_dict()}
-        torch.save(checkpoint, model_path + ".tmp")  # write, then rename: never a half-written model file
-        os.replace(model_path + ".tmp", model_path)
-        print(f"model saved to {model_path}")
+    saved = not args.save_model or save_checkpoint()
     envs.close()
-    writer.close()
+    try:
+        writer.close()
+    except OSError as e:  # a full disk: one line, unless the save has said it already
+        if saved:
+            print(f"{os.path.basename(__file__)}: error: cannot write the logs in {run_dir} ({e.strerror})", file=sys.stderr)
+        saved = False
     if args.track:
         wandb.finish()
     if interrupted:
         raise SystemExit(130)  # the shell's code for Ctrl-C
+    if not saved:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
