@@ -3,7 +3,6 @@ every run, saves that never leave a half-written file, the arguments of each run
 
 import json
 import os
-import subprocess
 import sys
 import time
 from types import SimpleNamespace
@@ -13,7 +12,7 @@ import pytest
 import torch
 
 from helpers import (assert_ok, assert_usage_error, load_script, need, read_every_metric, read_scalars, run_dirs,
-                     run_main, run_script)
+                     run_main, run_script, small_disk)
 
 SCRIPTS = ["ppo.py", "ppo_atari.py", "ppo_continuous_action.py", "ppo_atari_lstm.py", "ppo_multidiscrete.py",
            "ppo_multidiscrete_mask.py", "ppo_atari_envpool.py", "ppo_procgen.py", "ppo_atari_multigpu.py"]
@@ -160,24 +159,12 @@ def test_masked_and_unmasked_checkpoints_are_not_mixed(tmp_path, script, writer)
                        f"this checkpoint was written by {writer}")
 
 
-@pytest.fixture
-def full_disk(tmp_path):
-    """A folder on a 64 KiB tmpfs: room for a tiny run's logs, not for its checkpoint. Needs root (mount)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tiny tmpfs (a full disk) needs root")
-    folder = tmp_path / "small"
-    folder.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here (no CAP_SYS_ADMIN in this container?)")
-    yield folder
-    subprocess.run(["umount", str(folder)], check=True)
-
-
-def test_a_full_disk_at_save_time_is_one_line_and_leaves_no_tmp(full_disk):
-    proc = run_script("ppo.py", *TINY, "--save-model", cwd=full_disk)
-    assert proc.returncode == 1, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "cannot save" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
-    (run_dir,) = run_dirs(full_disk)
-    assert not list(run_dir.glob("*.pt*"))  # neither a half-written checkpoint nor its .tmp
-    read_every_metric(run_dir)  # the logs were closed properly
+def test_a_full_disk_at_save_time_is_one_line_and_leaves_no_tmp(tmp_path):
+    with small_disk(tmp_path / "small", "64k") as disk:  # room for a tiny run's logs, not for its checkpoint
+        proc = run_script("ppo.py", *TINY, "--save-model", cwd=disk)
+        assert proc.returncode == 1, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "cannot save" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+        (run_dir,) = run_dirs(disk)
+        assert not list(run_dir.glob("*.pt*"))  # neither a half-written checkpoint nor its .tmp
+        read_every_metric(run_dir)  # the logs were closed properly
