@@ -7,8 +7,12 @@ episode starts, and mini-batches of whole env sequences re-run from the state sa
     python ppo_atari_lstm.py --eval-checkpoint runs/<run_name>/ppo_atari_lstm.pt
 """
 
+import contextlib
+import itertools
+import json
 import os
 import random
+import signal
 import sys
 import time
 from collections import deque
@@ -34,7 +38,7 @@ class Args:
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """name of the experiment: runs are named {env_id}__{exp_name}__{seed}__{unix time}"""
     seed: int = 1
-    """seed of python, numpy, torch and the envs (env i gets seed + i); any integer >= 0"""
+    """seed of python, numpy, torch and the envs (env i gets seed + i); an integer from 0 to 2**32 - 1"""
     torch_deterministic: bool = True
     """set torch.backends.cudnn.deterministic: deterministic cuDNN kernels on a GPU; nothing else, no effect on CPU"""
     cuda: bool = True
@@ -53,6 +57,10 @@ class Args:
     """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
     eval_episodes: int = 10
     """number of episodes that --eval-checkpoint plays (1 to 1000)"""
+    checkpoint_every: int = 0
+    """also save the checkpoint every N iterations, for long runs (0: at the end and on a stop, with --save-model)"""
+    resume: Optional[str] = None
+    """path of a checkpoint (runs/{run_name}/{exp_name}.pt): continue that run, in its folder, with its arguments"""
 
     env_id: str = "BreakoutNoFrameskip-v4"
     """an Atari *NoFrameskip-v4 id: the wrappers skip frames themselves (BreakoutNoFrameskip-v4, PongNoFrameskip-v4)"""
@@ -116,12 +124,22 @@ class Args:
                      "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
             if getattr(self, name) <= 0:
                 return f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+        if not 0 <= self.seed < 2**32:
+            return f"--seed must be an integer from 0 to 2**32 - 1 (numpy's seed range), got {self.seed}"
+        if self.ent_coef < 0:
+            return f"--ent-coef must be >= 0 (a negative weight would reward certainty), got {self.ent_coef}"
+        if self.target_kl is not None and self.target_kl <= 0:
+            return f"--target-kl must be positive (leave it out for no early stopping), got {self.target_kl}"
         for name in ("gamma", "gae_lambda"):
             if not 0 <= getattr(self, name) <= 1:
                 return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}"
         if self.num_envs % self.num_minibatches:
             return (f"--num-envs {self.num_envs} does not split into --num-minibatches {self.num_minibatches} equal "
                     f"groups of envs (a mini-batch holds whole env sequences [L4])")
+        if self.checkpoint_every < 0:
+            return f"--checkpoint-every must be >= 0 (0: only at the end), got {self.checkpoint_every}"
+        if self.resume is not None and self.eval_checkpoint is not None:
+            return "--resume continues training, --eval-checkpoint only plays: give one of them"
         if self.num_iterations == 0 and self.eval_checkpoint is None:
             return f"--total-timesteps {self.total_timesteps} is less than one batch ({self.batch_size} steps)"
         return None
@@ -382,20 +400,69 @@ def evaluate(agent, envs, num_episodes, device):
 
 
 def main(args: Args) -> None:
+    run_dir = None  # runs/{run_name}, once made
+
     def usage_error(message):
-        """Bad input: one line on stderr and exit code 2, like argparse; no traceback."""
+        """Bad input: one line on stderr and exit code 2, like argparse; no traceback, no empty run folder left."""
         print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
+        for folder in [] if run_dir is None else [run_dir, f"videos/{os.path.basename(run_dir)}"]:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)  # only if still empty
         raise SystemExit(2)
 
+    def load_checkpoint(path, flag):
+        """The checkpoint at path if this script wrote it; a one-line error saying why not otherwise."""
+        if not os.path.isfile(path):
+            usage_error(f"{flag} {path}: no such file")
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # empty, truncated, corrupt, or not a torch file at all
+            usage_error(f"{flag} {path}: not a readable checkpoint ({type(e).__name__})")
+        if not (isinstance(checkpoint, dict) and "script" in checkpoint and isinstance(checkpoint.get("args"), dict)):
+            usage_error(f"{flag} {path}: not a checkpoint saved by --save-model (a bare state dict? an older format?)")
+        if checkpoint["script"] != os.path.basename(__file__):
+            usage_error(f"{flag} {path}: this checkpoint was written by {checkpoint['script']}; use that script")
+        return checkpoint
+
+    def adopt(saved, names, free=()):
+        """Take these arguments from a checkpoint's; one given on the command line with another value is refused, unless
+        it is free to change: then the command line's value stays."""
+        for name in names:
+            given, default = getattr(args, name), getattr(Args(), name)
+            if name in free and given != default:
+                continue
+            if name in saved and given != default and given != saved[name]:
+                usage_error(f"--{name.replace('_', '-')} {given}: the checkpoint was trained with {saved[name]}; "
+                            f"leave the flag out")
+            setattr(args, name, saved.get(name, given))
+
+    checkpoint = None  # the model to evaluate (--eval-checkpoint)
+    resumed = None  # the checkpoint of the run to continue (--resume)
+    if args.resume is not None and args.eval_checkpoint is None:
+        resumed = load_checkpoint(args.resume, "--resume")
+        # the run's own arguments: only how it runs, and how long, may change
+        adopt(resumed["args"], [name for name in vars(args) if name not in ("resume", "eval_checkpoint")],
+              free=("total_timesteps", "cuda", "track", "wandb_project_name", "wandb_entity", "capture_video",
+                    "save_model", "checkpoint_every", "eval_episodes"))
+        if "iteration" not in resumed:
+            usage_error(f"--resume {args.resume}: no training state to continue from in it (an older format)")
     if (problem := args.problem()) is not None:
         usage_error(problem)
-    checkpoint = None
     if args.eval_checkpoint is not None:
-        if not os.path.isfile(args.eval_checkpoint):
-            usage_error(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
-        checkpoint = torch.load(args.eval_checkpoint, map_location="cpu", weights_only=True)
-        args.env_id = checkpoint["args"]["env_id"]  # evaluate on the env the model was trained on
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+        checkpoint = load_checkpoint(args.eval_checkpoint, "--eval-checkpoint")
+        adopt(checkpoint["args"], ["env_id"])  # evaluate on the env the model was trained on
+    if resumed is not None and resumed["iteration"] >= args.num_iterations:
+        usage_error(f"--resume {args.resume}: the run has done all its {resumed['iteration']} iterations; give a "
+                    f"larger --total-timesteps than {args.total_timesteps} to extend it")
+    run_name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"  # one folder level
+    if resumed is not None:  # the run goes on in its own folder
+        run_dir = os.path.dirname(args.resume) or "."
+        run_name = os.path.basename(os.path.abspath(run_dir))
+    if args.capture_video:
+        try:
+            os.makedirs("videos", exist_ok=True)
+        except OSError as e:
+            usage_error(f"--capture-video: cannot make the folder videos/ ({e.strerror})")
     try:  # optional: the atari extra, imported only where it is used
         import ale_py
         import cv2  # noqa: F401 (used by WarpFrame)
@@ -414,6 +481,20 @@ def main(args: Args) -> None:
     torch.set_num_threads(1)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
+    # a new run: a folder of its own; os.mkdir is atomic, so runs started in the same second get -2, -3, ...
+    if checkpoint is None and resumed is None:
+        try:
+            os.makedirs("runs", exist_ok=True)
+            for n in itertools.count(1):
+                name = run_name if n == 1 else f"{run_name}-{n}"
+                with contextlib.suppress(FileExistsError):  # taken: try the next suffix
+                    os.mkdir(f"runs/{name}")
+                    break
+            run_name = name
+        except OSError as e:  # runs/ not writable, or a file named runs
+            usage_error(f"cannot make a run folder in runs/ ({e.strerror}: {e.filename})")
+        run_dir = f"runs/{run_name}"
+
     # [C1] vectorized architecture: num_envs envs stepped in lockstep. SAME_STEP autoreset, as baselines' VecEnv:
     # the obs returned with done=True is already the first obs of the next episode (gymnasium 1.x defaults to NEXT_STEP)
     num_envs = 1 if checkpoint is not None else args.num_envs
@@ -427,7 +508,11 @@ def main(args: Args) -> None:
 
     agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the faster layout of CPU convolutions
     if checkpoint is not None:
-        agent.load_state_dict(checkpoint["model"])
+        try:
+            agent.load_state_dict(checkpoint["model"])
+        except Exception:  # other layer sizes or layers
+            usage_error(f"--eval-checkpoint {args.eval_checkpoint}: its model does not fit this script's network for "
+                        f"{args.env_id}")
         returns = evaluate(agent, envs, args.eval_episodes, device)
         print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
         envs.close()
@@ -439,14 +524,22 @@ def main(args: Args) -> None:
         except ImportError:
             usage_error("--track needs wandb: pip install wandb")
         wandb_kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
-                            config=vars(args), name=run_name, save_code=True)
+                            config=vars(args), name=run_name, save_code=True, resume="allow",
+                            id=resumed.get("wandb_id") if resumed is not None else None)  # --resume: the same wandb run
         try:  # without a network, wandb.init would wait; give up after 30 s and log offline instead
             wandb.init(**wandb_kwargs, settings=wandb.Settings(init_timeout=30))
         except Exception as e:
             print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline, upload later with "
                   f"`wandb sync`", file=sys.stderr)
             wandb.init(**wandb_kwargs, mode="offline")
-    writer = SummaryWriter(f"runs/{run_name}")
+    if args.total_timesteps % args.batch_size:
+        print(f"{os.path.basename(__file__)}: note: --total-timesteps {args.total_timesteps} is not a multiple of the "
+              f"batch ({args.batch_size}): training for {args.num_iterations * args.batch_size} steps", file=sys.stderr)
+    with open(f"{run_dir}/args.json", "w") as f:  # the run's resolved arguments, for the benchmark tools
+        json.dump({"script": os.path.basename(__file__), **vars(args)}, f, indent=1)
+    start_iteration = 0 if resumed is None else resumed["iteration"]  # iterations done before this process started
+    # --resume: TensorBoard hides what the stopped process logged after its checkpoint, so no step appears twice
+    writer = SummaryWriter(run_dir, purge_step=start_iteration * args.batch_size + 1 if resumed is not None else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
@@ -456,6 +549,16 @@ def main(args: Args) -> None:
     # the same 1e-5 weighs more early in ppo2: 1e-5 / sqrt(1 - 0.999^t) in PyTorch's terms at step t (not reproduced).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+    if resumed is not None:  # continue where the checkpoint was written: weights, Adam's moments, the random streams
+        try:
+            agent.load_state_dict(resumed["model"])
+            optimizer.load_state_dict(resumed["optimizer"])
+        except Exception:  # other layer sizes or layers
+            usage_error(f"--resume {args.resume}: its model does not fit this script's network for {args.env_id}")
+        random.setstate(resumed["rng"]["python"])
+        np.random.set_state((resumed["rng"]["numpy"][0], resumed["rng"]["numpy"][1].numpy().astype(np.uint32),
+                             *resumed["rng"]["numpy"][2:]))
+        torch.set_rng_state(resumed["rng"]["torch"])
 
     # rollout storage: (num_steps, num_envs, ...)
     # [A9] frames stay uint8: a quarter of float32's memory, cheaper copies to a GPU
@@ -466,16 +569,63 @@ def main(args: Args) -> None:
     dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    global_step = 0
+    def save_checkpoint(iteration):
+        """Save the run after this many iterations to a temporary file in the run folder, fsync, rename: a crash, a
+        stop or a full disk never leaves a half-written checkpoint, and the last complete one stays. Returns False
+        (after one line on stderr) when the save failed."""
+        path = f"{run_dir}/{args.exp_name}.pt"
+        np_state = np.random.get_state()
+        checkpoint = {"script": os.path.basename(__file__), "args": vars(args), "model": agent.state_dict(),
+                      "optimizer": optimizer.state_dict(), "global_step": iteration * args.batch_size,
+                      "iteration": iteration, "wandb_id": wandb.run.id if args.track else None,
+                      "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
+                              "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:])}}
+        try:
+            with open(path + ".tmp", "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(path + ".tmp", path)
+        except BaseException as e:  # a full disk (torch reports it as a RuntimeError), or a stop during the write
+            with contextlib.suppress(OSError):
+                os.remove(path + ".tmp")
+            if not isinstance(e, (OSError, RuntimeError)):
+                raise
+            reason = getattr(e, "strerror", None) or "disk full?"
+            print(f"{os.path.basename(__file__)}: error: cannot save {path} ({reason}); the last complete checkpoint is "
+                  f"kept", file=sys.stderr)
+            return False
+        print(f"model saved to {path}")
+        return True
+
+    global_step = start_iteration * args.batch_size
     start_time = time.time()
     recent_returns = deque(maxlen=20)
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = torch.as_tensor(next_obs, device=device)
     next_done = torch.zeros(args.num_envs).to(device)  # [C1] next_obs and next_done carry across rollouts
     next_lstm_state = agent.initial_state(args.num_envs)  # [L2] and so does the LSTM state
-    interrupted = False
+    stopped_by = 0  # the signal that stopped training: SIGINT (Ctrl-C), or SIGTERM (Slurm, Kubernetes, spot instances)
+    training = True
+
+    def on_stop(signum, frame):
+        """Stop training as Ctrl-C does; once training is over, a stop waits for the save and the closing of logs."""
+        nonlocal stopped_by
+        stopped_by = stopped_by or signum
+        if training:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGTERM, on_stop)
+    iteration, saved = start_iteration, True
     try:
-        for iteration in range(1, args.num_iterations + 1):
+        for iteration in range(start_iteration + 1, args.num_iterations + 1):
+            if args.checkpoint_every and iteration > start_iteration + 1 and (iteration - 1) % args.checkpoint_every == 0:
+                saved = save_checkpoint(iteration - 1)  # the iterations done so far
+                if not saved:
+                    break  # a full disk: stop with the last complete checkpoint
+            # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
+            # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)
             # [L5] the state before the segment's first step, from which training re-runs every env's sequence
             initial_lstm_state = (next_lstm_state[0].clone(), next_lstm_state[1].clone())
             frac = 1.0 - (iteration - 1.0) / args.num_iterations  # the share of training still to come
@@ -585,23 +735,27 @@ def main(args: Args) -> None:
                 print(f"step {global_step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | "
                       f"return (last {len(recent_returns):>2}) {recent} | ETA {time.strftime('%H:%M:%S', time.gmtime(eta))}",
                       flush=True)
-    except KeyboardInterrupt:
-        interrupted = True
-        print(f"\ninterrupted at step {global_step}: closing logs in runs/{run_name}", file=sys.stderr)
+    except KeyboardInterrupt:  # the iteration under way is dropped: a resumed run does it again
+        iteration -= 1
+        print(f"\ninterrupted at step {global_step}: closing logs in {run_dir}", file=sys.stderr)
+    training = False
 
-    if args.save_model:
-        model_path = f"runs/{run_name}/{args.exp_name}.pt"
-        checkpoint = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "args": vars(args),
-                      "global_step": global_step}
-        torch.save(checkpoint, model_path + ".tmp")  # write, then rename: never a half-written model file
-        os.replace(model_path + ".tmp", model_path)
-        print(f"model saved to {model_path}")
+    if saved and (args.save_model or args.checkpoint_every):
+        saved = save_checkpoint(iteration)
     envs.close()
-    writer.close()
+    try:
+        writer.close()
+    except OSError as e:  # a full disk: one line, unless the save has said it already
+        if saved:
+            print(f"{os.path.basename(__file__)}: error: cannot write the logs in {run_dir} ({e.strerror})",
+                  file=sys.stderr)
+        saved = False
     if args.track:
         wandb.finish()
-    if interrupted:
-        raise SystemExit(130)  # the shell's code for Ctrl-C
+    if stopped_by:
+        raise SystemExit(128 + stopped_by)  # what a shell reports: 130 after Ctrl-C, 143 after SIGTERM
+    if not saved:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

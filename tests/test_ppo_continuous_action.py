@@ -316,7 +316,7 @@ def test_bad_input_is_one_line_error(tmp_path, args, fragments):
 
 
 def test_checkpoint_without_normalization_is_refused(tmp_path):
-    torch.save({"model": {}, "args": {"env_id": "Pendulum-v1"}}, tmp_path / "other.pt")
+    torch.save({"script": SCRIPT, "model": {}, "args": {"env_id": "Pendulum-v1"}}, tmp_path / "other.pt")
     assert_usage_error(run_script(SCRIPT, "--eval-checkpoint", "other.pt", cwd=tmp_path), "normalization")
 
 

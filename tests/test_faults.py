@@ -1,0 +1,170 @@
+"""Bad input and faults in every script: one-line errors (exit 2) instead of tracebacks, a run folder of its own for
+every run, saves that never leave a half-written file, the arguments of each run on record."""
+
+import json
+import os
+import sys
+import time
+from types import SimpleNamespace
+
+import gymnasium as gym
+import pytest
+import torch
+
+from helpers import (assert_ok, assert_usage_error, load_script, need, read_every_metric, read_scalars, run_dirs,
+                     run_main, run_script, small_disk)
+
+SCRIPTS = ["ppo.py", "ppo_atari.py", "ppo_continuous_action.py", "ppo_atari_lstm.py", "ppo_multidiscrete.py",
+           "ppo_multidiscrete_mask.py", "ppo_atari_envpool.py", "ppo_procgen.py", "ppo_atari_multigpu.py"]
+NEEDS = {"ppo_atari.py": "ale_py", "ppo_atari_lstm.py": "ale_py", "ppo_atari_multigpu.py": "ale_py",
+         "ppo_atari_envpool.py": "envpool", "ppo_procgen.py": "envpool", "ppo_multidiscrete.py": "envpool",
+         "ppo_multidiscrete_mask.py": "envpool"}  # what a script checks before it makes its run folder
+TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
+
+
+
+def cartpole_checkpoint(path, **changes):
+    """A checkpoint as ppo.py saves it (a fresh CartPole-v1 agent), with some entries changed (None: removed)."""
+    ppo = load_script("ppo.py")
+    envs = SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (4,)), single_action_space=gym.spaces.Discrete(2))
+    checkpoint = {"script": "ppo.py", "args": vars(ppo.Args()), "model": ppo.Agent(envs).state_dict(),
+                  "optimizer": {}, "global_step": 0}
+    checkpoint.update(changes)
+    torch.save({key: value for key, value in checkpoint.items() if value is not None}, path)
+    return path
+
+
+def assert_no_run(cwd):
+    """A refused run left no run folder behind (runs/ itself may stay, empty)."""
+    assert not (cwd / "runs").exists() or not any((cwd / "runs").iterdir())
+
+
+def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, monkeypatch):
+    real, start = time.time, time.time()  # a clock stuck in one second (moving by microseconds: speeds stay finite)
+    monkeypatch.setattr(time, "time", lambda: 1700000000.0 + (real() - start) * 1e-6)
+    for _ in range(2):
+        assert_ok(run_main("ppo.py", *TINY, "--save-model", cwd=tmp_path))
+    first, second = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert first == "CartPole-v1__ppo__1__1700000000" and second == first + "-2"
+    for run_dir in run_dirs(tmp_path):  # each folder holds one whole run: its own steps once, its own model
+        assert [step for step, _ in read_every_metric(run_dir)["charts/learning_rate"]] == [64, 128, 192, 256]
+        assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+        torch.load(run_dir / "ppo.pt", weights_only=True)
+
+
+def test_args_json_records_the_resolved_arguments(tmp_path):
+    proc = run_main("ppo.py", "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "300", cwd=tmp_path)
+    assert_ok(proc)
+    # 300 is not a multiple of the batch: said once, at the start
+    assert proc.stderr.count("note: --total-timesteps 300 is not a multiple of the batch (64): training for 256") == 1
+    (run_dir,) = run_dirs(tmp_path)
+    recorded = json.loads((run_dir / "args.json").read_text())
+    expected = vars(load_script("ppo.py").Args(num_envs=2, num_steps=32, total_timesteps=300))
+    assert recorded == {"script": "ppo.py", **expected}
+    assert max(step for step, _ in read_scalars(run_dir)["charts/learning_rate"]) == 256
+
+
+def test_a_slash_in_the_env_id_makes_one_folder_level(tmp_path):
+    if "toy/Cart-v0" not in gym.registry:  # a namespaced id, as envpool's Jumanji/JobShop-v0
+        gym.register("toy/Cart-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv")
+    assert_ok(run_main("ppo.py", *TINY, "--env-id", "toy/Cart-v0", cwd=tmp_path))
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.startswith("toy_Cart-v0__ppo__1__") and (run_dir / "args.json").is_file()
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_file_named_runs_is_one_line_before_training(tmp_path, script):
+    if script in NEEDS:
+        need(NEEDS[script])
+    (tmp_path / "runs").write_text("not a folder")
+    assert_usage_error(run_main(script, "--total-timesteps", "100000", cwd=tmp_path), "run folder", "runs")
+    assert (tmp_path / "runs").read_text() == "not a folder"
+
+
+def test_a_file_named_videos_is_one_line_and_leaves_no_run_folder(tmp_path):
+    (tmp_path / "videos").write_text("not a folder")
+    assert_usage_error(run_main("ppo.py", *TINY, "--capture-video", cwd=tmp_path), "--capture-video", "videos/")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_capture_video_without_pygame_is_refused_before_training(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pygame", None)  # pygame missing: its import raises ImportError
+    assert_usage_error(run_main("ppo.py", *TINY, "--capture-video", cwd=tmp_path), "pygame")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "videos").exists()
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--seed", "-1"], ["--seed", "-1"]),
+    (["--target-kl", "-0.01"], ["--target-kl must be positive"]),
+    (["--ent-coef", "-0.1"], ["--ent-coef must be >= 0"]),
+])
+def test_bad_arguments_are_one_line(tmp_path, args, fragments):
+    assert_usage_error(run_main("ppo.py", *args, cwd=tmp_path), *fragments)
+    assert_no_run(tmp_path)
+
+
+# in a process of its own: once a test has imported ale_py in this one, gymnasium knows the Atari ids
+@pytest.mark.parametrize("script,env_id,fragments", [
+    ("ppo.py", "BreakoutNoFrameskip-v4", ["ppo_atari.py", "ppo_atari_envpool.py"]),
+    ("ppo_continuous_action.py", "ALE/Pong-v5", ["ppo_atari.py"]),
+    ("ppo_continuous_action.py", "HalfCheetah-v3", ["HalfCheetah-v3", "gymnasium-robotics"]),  # a missing dependency
+])
+def test_env_errors_are_one_line(tmp_path, script, env_id, fragments):
+    assert_usage_error(run_script(script, "--env-id", env_id, cwd=tmp_path), *fragments)
+    assert_no_run(tmp_path)  # the reserved run folder is removed again
+
+
+@pytest.mark.parametrize("kind,fragments", [
+    ("empty", ["not a readable checkpoint"]),
+    ("truncated", ["not a readable checkpoint"]),
+    ("text", ["not a readable checkpoint"]),
+    ("bare state dict", ["not a checkpoint saved by --save-model"]),
+    ("no args", ["not a checkpoint saved by --save-model"]),
+    ("other layer sizes", ["does not fit"]),
+    ("other script", ["this checkpoint was written by ppo_atari_lstm.py"]),
+    ("other env", ["--env-id Acrobot-v1", "trained with CartPole-v1"]),
+])
+def test_eval_checkpoint_that_does_not_fit_is_one_line(tmp_path, kind, fragments):
+    path, args = tmp_path / "model.pt", []
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        cartpole_checkpoint(path)
+        path.write_bytes(path.read_bytes()[:3000])
+    elif kind == "text":
+        path.write_text("hello\n")
+    elif kind == "bare state dict":
+        torch.save(torch.load(cartpole_checkpoint(path), weights_only=True)["model"], path)
+    elif kind == "no args":
+        cartpole_checkpoint(path, args=None)
+    elif kind == "other layer sizes":
+        ppo = load_script("ppo.py")
+        envs = SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (6,)), single_action_space=gym.spaces.Discrete(3))
+        cartpole_checkpoint(path, model=ppo.Agent(envs).state_dict())
+    elif kind == "other script":
+        cartpole_checkpoint(path, script="ppo_atari_lstm.py")
+    elif kind == "other env":
+        cartpole_checkpoint(path)
+        args = ["--env-id", "Acrobot-v1"]
+    before = sorted(os.listdir(tmp_path))
+    assert_usage_error(run_main("ppo.py", "--eval-checkpoint", path, *args, cwd=tmp_path), *fragments)
+    assert sorted(os.listdir(tmp_path)) == before  # nothing written
+
+
+@pytest.mark.parametrize("script,writer", [("ppo_multidiscrete.py", "ppo_multidiscrete_mask.py"),
+                                           ("ppo_multidiscrete_mask.py", "ppo_multidiscrete.py")])
+def test_masked_and_unmasked_checkpoints_are_not_mixed(tmp_path, script, writer):
+    torch.save({"script": writer, "args": {"env_id": "MicroRTS"}, "model": {}}, tmp_path / "model.pt")
+    assert_usage_error(run_main(script, "--eval-checkpoint", "model.pt", cwd=tmp_path),
+                       f"this checkpoint was written by {writer}")
+
+
+def test_a_full_disk_at_save_time_is_one_line_and_leaves_no_tmp(tmp_path):
+    with small_disk(tmp_path / "small", "64k") as disk:  # room for a tiny run's logs, not for its checkpoint
+        proc = run_script("ppo.py", *TINY, "--save-model", cwd=disk)
+        assert proc.returncode == 1, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "cannot save" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+        (run_dir,) = run_dirs(disk)
+        assert not list(run_dir.glob("*.pt*"))  # neither a half-written checkpoint nor its .tmp
+        read_every_metric(run_dir)  # the logs were closed properly

@@ -1,0 +1,229 @@
+"""Long runs: periodic checkpoints (--checkpoint-every), --resume, SIGTERM handled like Ctrl-C (exit code 143)."""
+
+import copy
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import (REPO, assert_ok, assert_usage_error, load_script, need, read_every_metric, read_scalars,
+                     run_dirs, run_main, small_disk, test_env)
+
+TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
+
+
+def stop_at(module, iteration, num_steps):
+    """Make the script's Agent send this process a SIGTERM at the first rollout step of `iteration`, as a scheduler
+    would: training then stops after iteration - 1 whole iterations."""
+    steps = []
+
+    class StoppedAgent(module.Agent):
+        def get_action(self, *args):
+            steps.append(1)
+            if len(steps) == (iteration - 1) * num_steps + 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return super().get_action(*args)
+
+    module.Agent = StoppedAgent
+
+
+def record_loaded_state(module, monkeypatch):
+    """Make the script remember its model and optimizer state at the first rollout step: right after --resume loaded
+    them, before any update. Returns the dict that will hold them."""
+    loaded, optimizers = {}, []
+
+    class RecordingAdam(torch.optim.Adam):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            optimizers.append(self)
+
+    class RecordingAgent(module.Agent):
+        def get_action(self, *args):
+            if not loaded:
+                loaded["model"] = copy.deepcopy(self.state_dict())
+                loaded["optimizer"] = copy.deepcopy(optimizers[0].state_dict())
+            return super().get_action(*args)
+
+    module.Agent = RecordingAgent
+    monkeypatch.setattr(torch.optim, "Adam", RecordingAdam)
+    return loaded
+
+
+def assert_same_tensors(a, b):
+    """Two nested state dicts hold the same tensors, exactly."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_same_tensors(a[key], b[key])
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b)
+
+
+def test_a_stopped_then_resumed_run_goes_on_as_the_whole_run(tmp_path, monkeypatch):
+    """ppo.py: 4 iterations in one go, against 2 iterations stopped by SIGTERM then resumed for 2 more."""
+    assert_ok(run_main("ppo.py", *TINY, cwd=tmp_path / "whole"))
+    module = load_script("ppo.py")
+    stop_at(module, 3, num_steps=32)
+    stopped = run_main("ppo.py", *TINY, "--save-model", cwd=tmp_path / "resumed", module=module)
+    assert stopped.returncode == 143 and "interrupted at step" in stopped.stderr, stopped.stderr
+    (run_dir,) = run_dirs(tmp_path / "resumed")
+    saved = torch.load(run_dir / "ppo.pt", weights_only=True)
+    assert saved["iteration"] == 2 and saved["global_step"] == 128  # the iteration under way is dropped
+    (run_dir / "ppo.pt.tmp").write_bytes(b"half a checkpoint")  # a crash in the middle of a later save
+
+    module = load_script("ppo.py")
+    loaded = record_loaded_state(module, monkeypatch)
+    resumed = run_main("ppo.py", "--resume", run_dir / "ppo.pt", cwd=tmp_path / "resumed", module=module)
+    assert_ok(resumed)
+    assert run_dirs(tmp_path / "resumed") == [run_dir]  # the same run folder, no new one
+    assert_same_tensors(loaded["model"], saved["model"])  # right after loading: exactly the saved state
+    assert_same_tensors(loaded["optimizer"]["state"], saved["optimizer"]["state"])
+    assert not (run_dir / "ppo.pt.tmp").exists()  # replaced by the resumed run's own save
+    assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 4
+
+    whole = read_scalars(run_dirs(tmp_path / "whole")[0])
+    ours = read_every_metric(run_dir)  # the rest of the run is a valid run: every metric, finite
+    # [C4] the same learning rate at every iteration, on the same global_step axis, each step once
+    assert ours["charts/learning_rate"] == whole["charts/learning_rate"]
+    for tag in ("losses/value_loss", "charts/SPS"):
+        assert [step for step, _ in ours[tag]] == [64, 128, 192, 256], tag
+    steps = [step for step, _ in ours["charts/episodic_return"]]
+    assert steps == sorted(steps)
+
+
+def test_sigterm_mid_run_saves_a_checkpoint_that_evaluates(tmp_path):
+    proc = subprocess.Popen([sys.executable, str(REPO / "ppo.py"), *TINY[:4], "--checkpoint-every", "1000"],
+                            cwd=tmp_path, env=test_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("step")  # the first progress line: training is under way
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "interrupted at step" in err and "Traceback" not in err
+    (run_dir,) = run_dirs(tmp_path)
+    read_every_metric(run_dir)
+    saved = torch.load(run_dir / "ppo.pt", weights_only=True)  # the iterations done when the signal came
+    assert saved["global_step"] == saved["iteration"] * 64
+    evaluation = run_main("ppo.py", "--eval-checkpoint", run_dir / "ppo.pt", "--eval-episodes", "2", cwd=tmp_path)
+    assert_ok(evaluation)
+    assert "CartPole-v1: mean return" in evaluation.stdout
+
+
+@pytest.fixture(scope="module")
+def stopped_run(tmp_path_factory):
+    """A ppo.py run of 4 iterations that saved a checkpoint every iteration: runs/<run>/ppo.pt, iteration 4."""
+    cwd = tmp_path_factory.mktemp("stopped")
+    assert_ok(run_main("ppo.py", *TINY, "--checkpoint-every", "1", cwd=cwd))
+    (run_dir,) = run_dirs(cwd)
+    return cwd, run_dir / "ppo.pt"
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--env-id", "Acrobot-v1"], ["--env-id Acrobot-v1", "trained with CartPole-v1"]),
+    (["--num-envs", "8"], ["--num-envs 8", "trained with 2"]),
+    (["--total-timesteps", "256"], ["done all its 4 iterations", "larger --total-timesteps"]),
+    (["--eval-checkpoint", "x.pt"], ["give one of them"]),
+])
+def test_a_resume_that_contradicts_the_checkpoint_is_one_line(stopped_run, args, fragments):
+    cwd, checkpoint = stopped_run
+    before = sorted(p.name for p in checkpoint.parent.iterdir())
+    assert_usage_error(run_main("ppo.py", "--resume", checkpoint, *args, cwd=cwd), *fragments)
+    assert sorted(p.name for p in checkpoint.parent.iterdir()) == before
+
+
+def test_total_timesteps_extends_a_finished_run(stopped_run, tmp_path):
+    cwd, checkpoint = stopped_run
+    checkpoint = Path(shutil.copytree(checkpoint.parent, tmp_path / "runs" / checkpoint.parent.name)) / checkpoint.name
+    cwd = tmp_path
+    assert torch.load(checkpoint, weights_only=True)["iteration"] == 4
+    assert_ok(run_main("ppo.py", "--resume", checkpoint, "--total-timesteps", "384", cwd=cwd))
+    lrs = read_scalars(checkpoint.parent)["charts/learning_rate"]
+    # iterations 1-4 on a schedule for 4; 5 and 6 on one for 6: lr0 * (1 - (i - 1) / 6)
+    assert [step for step, _ in lrs] == [64, 128, 192, 256, 320, 384]
+    np.testing.assert_allclose([lr for _, lr in lrs[4:]], [2.5e-4 * 2 / 6, 2.5e-4 * 1 / 6], rtol=1e-6)
+
+
+def test_continuous_normalization_statistics_survive_a_resume(tmp_path, monkeypatch):
+    script = "ppo_continuous_action.py"
+    run = ["--env-id", "Pendulum-v1", "--num-steps", "32", "--num-minibatches", "1", "--update-epochs", "1"]
+    assert_ok(run_main(script, *run, "--total-timesteps", "64", "--save-model", cwd=tmp_path))
+    (run_dir,) = run_dirs(tmp_path)
+    saved = torch.load(run_dir / f"{script[:-3]}.pt", weights_only=True)
+    module, at_reset = load_script(script), []
+
+    class RecordingNormalize(module.NormalizeVecEnv):
+        def reset(self, **kwargs):  # before the reset's observations move the statistics
+            at_reset.append((self.obs_rms.state_dict(), self.return_rms.state_dict()))
+            return super().reset(**kwargs)
+
+    module.NormalizeVecEnv = RecordingNormalize
+    loaded = record_loaded_state(module, monkeypatch)
+    assert_ok(run_main(script, "--resume", run_dir / f"{script[:-3]}.pt", "--total-timesteps", "96", cwd=tmp_path,
+                       module=module))
+    (obs_rms, return_rms), = at_reset
+    assert_same_tensors(obs_rms, saved["obs_rms"])
+    assert_same_tensors(return_rms, saved["return_rms"])
+    assert obs_rms["count"] == saved["obs_rms"]["count"] > 1 and return_rms["count"] == saved["return_rms"]["count"]
+    assert_same_tensors(loaded["model"], saved["model"])
+
+
+MULTIGPU_RECORDER = textwrap.dedent("""
+    # the weights each rank continues from after --resume, saved to resumed<RANK>.pt
+    import os
+    import torch
+    import ppo_atari_multigpu as mg
+
+    loaded = {}
+
+    class RecordingAgent(mg.Agent):
+        def get_action_and_value(self, x, action=None):
+            if not loaded:
+                loaded.update({k: v.clone() for k, v in self.state_dict().items()})
+            return super().get_action_and_value(x, action)
+
+    mg.Agent = RecordingAgent
+    mg.main(mg.tyro.cli(mg.Args))
+    torch.save(loaded, f"resumed{os.environ['RANK']}.pt")
+""")
+
+
+def test_multigpu_ranks_resume_from_identical_weights(tmp_path):
+    need("ale_py")
+    need("cv2")
+    script = "ppo_atari_multigpu.py"
+    (tmp_path / script).write_bytes((REPO / script).read_bytes())
+    (tmp_path / "recorder.py").write_text(MULTIGPU_RECORDER)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    tiny = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1"]
+    first = subprocess.run([*torchrun, script, *tiny, "--total-timesteps", "64", "--save-model"], cwd=tmp_path,
+                           env=test_env(), capture_output=True, text=True, timeout=300)
+    assert_ok(first)
+    (run_dir,) = run_dirs(tmp_path)
+    checkpoint = run_dir / f"{script[:-3]}.pt"
+    saved = torch.load(checkpoint, weights_only=True)
+    second = subprocess.run([*torchrun, "recorder.py", "--resume", checkpoint, "--total-timesteps", "96"],
+                            cwd=tmp_path, env=test_env(), capture_output=True, text=True, timeout=300)
+    assert_ok(second)
+    rank0, rank1 = (torch.load(tmp_path / f"resumed{rank}.pt") for rank in range(2))
+    assert_same_tensors(rank0, saved["model"])
+    assert_same_tensors(rank1, saved["model"])
+    assert [step for step, _ in read_scalars(run_dir)["charts/learning_rate"]] == [32, 64, 96]
+
+
+def test_a_full_disk_keeps_the_last_complete_checkpoint(tmp_path):
+    # room for a tiny run's logs and one ppo.py checkpoint (136 KiB), not for two
+    with small_disk(tmp_path / "small", "200k") as disk:
+        proc = run_main("ppo.py", *TINY, "--checkpoint-every", "1", cwd=disk)
+        assert proc.returncode == 1
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "cannot save" in lines[0] and "last complete checkpoint is kept" in lines[0], lines
+        (run_dir,) = run_dirs(disk)
+        assert sorted(p.name for p in run_dir.glob("*.pt*")) == ["ppo.pt"]  # no .tmp left
+        assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 1  # the first save, complete
+        read_every_metric(run_dir)  # and the logs were closed properly
