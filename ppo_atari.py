@@ -273,7 +273,7 @@ class Agent(nn.Module):
     @staticmethod
     def pixels(x):
         """[A9] uint8 pixels scaled to [0, 1] here, not in storage. In channels_last (NHWC) memory, as the weights
-        (main): CPU convolutions then run about 1.5x faster (oneDNN), measured on a training mini-batch."""
+        (main): oneDNN's CPU convolutions run faster so (measured in docs/speed.md)."""
         return x.contiguous(memory_format=torch.channels_last) / 255.0
 
     def get_value(self, x):
@@ -667,7 +667,7 @@ def main(args: Args) -> None:
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
             # [C12] debug variables: the mean over all mini-batches and epochs of the update, as baselines logs them
-            sps = int(global_step / (time.time() - start_time))
+            sps = int((global_step - start_iteration * args.batch_size) / (time.time() - start_time))  # this process's steps
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
             for name in update_stats[0]:  # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
                 mean = torch.stack([stats[name] for stats in update_stats]).mean()

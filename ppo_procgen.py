@@ -326,15 +326,15 @@ class Agent(nn.Module):
 
     @staticmethod
     def pixels(x):
-        """[P1] uint8 RGB scaled to [0, 1] here, not in storage. In channels_last (NHWC) memory, as the weights
-        (main): CPU convolutions then run about 1.8x faster (oneDNN), measured on a training mini-batch."""
+        """[A9] uint8 pixels scaled to [0, 1] here, not in storage. In channels_last (NHWC) memory, as the weights
+        (main): oneDNN's CPU convolutions run faster so (measured in docs/speed.md)."""
         return x.contiguous(memory_format=torch.channels_last) / 255.0
 
     def get_value(self, x):
-        return self.critic(self.network(self.pixels(x)))  # [P1]
+        return self.critic(self.network(self.pixels(x)))  # [A9]
 
     def get_action_and_value(self, x, action=None):
-        hidden = self.network(self.pixels(x))  # [P1]
+        hidden = self.network(self.pixels(x))  # [A9]
         logits = self.actor(hidden)
         # validate_args=False: the logits come from our own network; the checks cost ~10% of a rollout step
         probs = Categorical(logits=logits, validate_args=False)
@@ -585,7 +585,7 @@ def main(args: Args) -> None:
             setattr(envs.return_rms, name, value.numpy())
 
     # rollout storage: (num_steps, num_envs, ...)
-    # [P1] frames stay uint8: a quarter of float32's memory, cheaper copies to a GPU
+    # [A9] frames stay uint8: a quarter of float32's memory, cheaper copies to a GPU
     obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
     actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
     logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
@@ -728,7 +728,7 @@ def main(args: Args) -> None:
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
             # [C12] debug variables: the mean over all mini-batches and epochs of the update, as baselines logs them
-            sps = int(global_step / (time.time() - start_time))
+            sps = int((global_step - start_iteration * args.batch_size) / (time.time() - start_time))  # this process's steps
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
             for name in update_stats[0]:  # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
                 mean = torch.stack([stats[name] for stats in update_stats]).mean()
