@@ -269,5 +269,5 @@ def test_envpool_procgen_final_obs_is_pre_reset():
     envpool = need_procgen()
     module = load_script("ppo_procgen.py")
     make = lambda s: envpool.make("BigfishEasy-v0", env_type="gymnasium", num_envs=1, seed=s)
-    envs = module.EnvpoolVecEnv(make(2), GAMMA, False, "test")
+    envs = module.EnvpoolVecEnv(make(2), False, "test")
     assert_final_obs_is_pre_reset(envs, make, 2, 15, 250, min_truncations=0)
