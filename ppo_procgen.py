@@ -495,8 +495,8 @@ def main(args: Args) -> None:
         usage_error(f"--distribution-mode {args.distribution_mode}: {args.env_id} has {', '.join(modes)}")
 
     # seeding; torch runs on the cores envpool steps the envs on (--num-threads), in turn: envpool's threads wait while
-    # the network works. Breakout-v5 on 2 cores: 600 steps/s with 2 threads, 420 with 1 (measured); on cores that
-    # other jobs keep busy, 2 threads ran slower than 1 (263-325 vs 362): then pass --num-threads 1
+    # the network works. All cores is fastest on an idle machine; on cores that other jobs keep busy, pass
+    # --num-threads 1 (measured: docs/speed.md)
     num_threads = args.num_threads or len(os.sched_getaffinity(0))  # all the cores this process may use
     random.seed(args.seed)
     np.random.seed(args.seed)
