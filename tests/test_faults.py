@@ -40,8 +40,10 @@ def assert_no_run(cwd):
 
 
 def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, monkeypatch):
-    real, start = time.time, time.time()  # a clock stuck in one second (moving by microseconds: speeds stay finite)
-    monkeypatch.setattr(time, "time", lambda: 1700000000.0 + (real() - start) * 1e-6)
+    # a clock that stays in one second for 1000 s of real time; it still moves by more than a float's resolution
+    # at 1.7e9 (about 2e-7 s) over an iteration, so the speeds the script divides by time stay finite
+    real, start = time.time, time.time()
+    monkeypatch.setattr(time, "time", lambda: 1700000000.0 + (real() - start) * 1e-3)
     for _ in range(2):
         assert_ok(run_main("ppo.py", *TINY, "--save-model", cwd=tmp_path))
     first, second = sorted(p.name for p in (tmp_path / "runs").iterdir())
