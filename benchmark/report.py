@@ -68,7 +68,8 @@ def read_run(path, name):
         for tag in tags.get("tensors", []):  # the scripts log their arguments as a Markdown table "|key|value|"
             if tag.startswith("hyperparameters"):
                 text = acc.Tensors(tag)[0].tensor_proto.string_val[0].decode()
-                params = dict(re.findall(r"^\|([^|]+)\|([^|]*)\|$", text, flags=re.M))
+                rows = re.findall(r"^\|([^|]+)\|([^|]*)\|$", text, flags=re.M)
+                params = {key: value for key, value in rows if (key, value) not in (("param", "value"), ("-", "-"))}
     parts = name.split("__")
     stamp = parts[-1].split("-")[0]  # a second run in the same second: 1700000000-2
     name_ok = len(parts) >= 4 and stamp.isdigit()

@@ -424,6 +424,19 @@ def test_bootstrap_difference_ci_against_the_exact_bootstrap_distribution():
     assert lo < diff < hi
 
 
+def test_runs_with_and_without_args_json_of_the_same_settings_are_one_arm(tmp_path):
+    """A run folder without args.json (older runs, other programs) has its settings read from the logged
+    hyperparameters table, whose header rows are not settings: with the same settings it joins the arm of a run
+    that has args.json."""
+    runs = tmp_path / "runs"
+    write_run(runs, "CartPole-v1", "ppo", 1, 2001, 1000, [100.0] * 3, (1.0, 2.0), 1.0, args={"script": "ppo.py"})
+    write_run(runs, "CartPole-v1", "ppo", 2, 2002, 1000, [300.0] * 3, (1.0, 2.0), 1.0)
+    proc = run_report(tmp_path, "--runs", runs)
+    assert_ok(proc)
+    ((env_id, arm, _, seeds, ret, *_),) = main_table(proc.stdout)
+    assert (env_id, arm, seeds, ret) == ("CartPole-v1", "ppo.py", "2 (1,2)", "200.00 ± 100.00 (last 3 ep.)")
+
+
 def test_report_compares_two_arms_with_the_same_seeds(tmp_path):
     """Two learning rates of ppo.py, seeds 1-3 each, in two envs, the runs written with args.json: one row per arm
     with its label and its mean; the reference figures on the default arm only; the difference with the report's
