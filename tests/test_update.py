@@ -263,6 +263,7 @@ def train(script, cwd, **overrides):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             run.initial.append({k: v.detach().clone() for k, v in self.state_dict().items()})
+            run.num_params = len(list(self.parameters()))
 
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(cwd)
@@ -344,3 +345,25 @@ def test_evaluation_plays_the_saved_weights(tiny_run, script):
     assert all(torch.equal(state[k].cpu(), saved[k]) for k in saved)
     initial = run.initial[0]
     assert any(not torch.equal(initial[k].cpu(), saved[k]) for k in saved)  # training moved the weights
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_optimizer_settings_and_step_count(tiny_run, script):
+    """[C3, C4] what each script's saved optimizer holds after the tiny run: one Adam group over every parameter of
+    the agent with eps 1e-5 and PyTorch's other defaults, its learning rate that of the last iteration (annealed
+    linearly where --anneal-lr is on), and exactly one step per mini-batch."""
+    run = tiny_run(script)
+    args = run.args
+    optimizer = torch.load(run.model, weights_only=True)["optimizer"]
+    (group,) = optimizer["param_groups"]
+    assert group["eps"] == 1e-5
+    assert tuple(group["betas"]) == (0.9, 0.999)
+    assert group["weight_decay"] == 0 and not group["amsgrad"] and not group["maximize"]
+    frac = 1 - (args.num_iterations - 1) / args.num_iterations if args.anneal_lr else 1.0
+    assert group["lr"] == pytest.approx(args.learning_rate * frac, rel=1e-12)
+    assert sorted(group["params"]) == list(range(run.num_params))
+    steps = args.num_iterations * args.update_epochs * args.num_minibatches
+    assert sorted(optimizer["state"]) == list(range(run.num_params))
+    for state in optimizer["state"].values():  # Adam's moments (an SGD or RMSprop state has neither)
+        assert {"exp_avg", "exp_avg_sq"} <= state.keys()
+        assert float(state["step"]) == steps
