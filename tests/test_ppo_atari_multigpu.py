@@ -77,12 +77,19 @@ def test_g3_all_reduce_gives_every_rank_the_mean_gradient_in_one_collective(tmp_
 
 RECORDER = textwrap.dedent("""
     # Runs the copy of the script in this folder (it imports no repo file) under torchrun, remembering the agent's
-    # weights at the start and the end, and the seeds its envs were reset with; each rank saves them to rank<RANK>.pt.
+    # weights at the start and the end, the seeds its envs were reset with and the approx KL of each of its mini-batches
+    # as ppo_loss returned it; each rank saves them to rank<RANK>.pt.
     import os
     import torch
     import ppo_atari_multigpu as mg
 
-    agents, reset_seeds = [], []
+    agents, reset_seeds, approx_kls = [], [], []
+    ppo_loss = mg.ppo_loss
+
+    def recording_loss(*inputs):
+        loss, stats = ppo_loss(*inputs)
+        approx_kls.append(stats["approx_kl"].item())
+        return loss, stats
 
     class RecordingAgent(mg.Agent):
         def __init__(self, envs):
@@ -97,9 +104,10 @@ RECORDER = textwrap.dedent("""
 
     mg.Agent = RecordingAgent
     mg.gym.vector.SyncVectorEnv = RecordingVectorEnv
+    mg.ppo_loss = recording_loss
     mg.main(mg.tyro.cli(mg.Args))
     (agent,) = agents
-    torch.save({"initial": agent.initial, "final": agent.state_dict(), "reset_seeds": reset_seeds},
+    torch.save({"initial": agent.initial, "final": agent.state_dict(), "reset_seeds": reset_seeds, "approx_kls": approx_kls},
                f"rank{os.environ['RANK']}.pt")
 """)
 
@@ -109,7 +117,8 @@ def two_ranks(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("two_ranks")
     (cwd / SCRIPT).write_bytes((REPO / SCRIPT).read_bytes())
     (cwd / "recorder.py").write_text(RECORDER)
-    proc = torchrun("recorder.py", *TWO_RANKS, "--save-model", cwd=cwd)
+    # --target-kl far above any KL: no update stops early, but every epoch's KL goes through the ranks' all-reduce
+    proc = torchrun("recorder.py", *TWO_RANKS, "--save-model", "--target-kl", "1e9", cwd=cwd)
     assert_ok(proc)
     return cwd, proc, [torch.load(cwd / f"rank{rank}.pt") for rank in range(2)]
 
@@ -139,6 +148,22 @@ def test_g1_only_rank_0_writes_and_counts_the_steps_of_all_ranks(two_ranks):
     assert_ok(proc)
     assert "BreakoutNoFrameskip-v4: mean return" in proc.stdout
     assert "torchrun" not in proc.stderr  # evaluation is one process: no note about launching several
+
+
+def test_x3_the_kl_all_reduce_leaves_the_logged_kl_this_ranks(two_ranks):
+    """[X3] the ranks agree on early stopping through an in-place all-reduce of their last mini-batch KL; rank 0's
+    losses/approx_kl stays the mean of its own mini-batches' KL, which differs from rank 1's."""
+    cwd, _, (rank0, rank1) = two_ranks
+    logged = [value for _, value in read_scalars(run_dirs(cwd)[0])["losses/approx_kl"]]
+    per_update = len(rank0["approx_kls"]) // len(logged)  # epochs x mini-batches
+    assert per_update == 16 and len(rank1["approx_kls"]) == len(rank0["approx_kls"])
+    for i, value in enumerate(logged):
+        ours = rank0["approx_kls"][i * per_update:(i + 1) * per_update]
+        theirs = rank1["approx_kls"][i * per_update:(i + 1) * per_update]
+        assert value == pytest.approx(sum(ours) / per_update, rel=1e-5), i + 1
+        # had the all-reduce overwritten an epoch's last KL with the two ranks' mean, the logged mean would move by
+        # at least this much
+        assert abs(sum(theirs[3::4]) - sum(ours[3::4])) / 2 / per_update > 1e-4 * abs(value), i + 1
 
 
 def test_one_process_without_torchrun_learns_exactly_as_ppo_atari(tmp_path):
