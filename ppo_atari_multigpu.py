@@ -417,7 +417,7 @@ def main(args: Args) -> None:
         traceback, no empty run folder left."""
         if rank == 0:
             print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
-        for folder in [] if run_dir is None else [run_dir, f"videos/{os.path.basename(run_dir)}"]:
+        for folder in [] if run_dir is None else [f"videos/{run_name}", run_dir]:
             with contextlib.suppress(OSError):
                 os.rmdir(folder)  # only if still empty
         raise SystemExit(2)
@@ -514,18 +514,22 @@ def main(args: Args) -> None:
         usage_error("--backend nccl needs a GPU for each process (and --cuda): use --backend gloo on CPUs")
 
     # a new run: a folder of its own; os.mkdir is atomic, so runs started in the same second get -2, -3, ...
-    if checkpoint is None and resumed is None and rank == 0:
+    # An evaluation that records gets one in videos/ the same way, and records into its eval/
+    if resumed is None and (checkpoint is None or args.capture_video) and rank == 0:
+        parent = "runs" if checkpoint is None else "videos"
         try:
-            os.makedirs("runs", exist_ok=True)
+            os.makedirs(parent, exist_ok=True)
             for n in itertools.count(1):
                 name = run_name if n == 1 else f"{run_name}-{n}"
                 with contextlib.suppress(FileExistsError):  # taken: try the next suffix
-                    os.mkdir(f"runs/{name}")
+                    os.mkdir(f"{parent}/{name}")
                     break
             run_name = name
-        except OSError as e:  # runs/ not writable, or a file named runs
-            usage_error(f"cannot make a run folder in runs/ ({e.strerror}: {e.filename})")
-        run_dir = f"runs/{run_name}"
+        except OSError as e:  # not writable, or a file of that name
+            usage_error(f"cannot make a run folder in {parent}/ ({e.strerror}: {e.filename})")
+        run_dir = f"{parent}/{run_name}"
+        if checkpoint is not None:
+            run_name = f"{run_name}/eval"  # videos/{run_name}/eval/: RecordVideo warns about a folder that exists
 
     # [C1] vectorized architecture: num_envs envs stepped in lockstep. SAME_STEP autoreset, as baselines' VecEnv:
     # the obs returned with done=True is already the first obs of the next episode (gymnasium 1.x defaults to NEXT_STEP)

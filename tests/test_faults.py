@@ -54,6 +54,25 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, monk
         torch.load(run_dir / "ppo.pt", weights_only=True)
 
 
+def test_evaluations_that_record_get_video_folders_of_their_own(tmp_path, monkeypatch):
+    """Two --eval-checkpoint --capture-video runs in the same second record into videos/{run_name}/eval and
+    videos/{run_name}-2/eval, and make no run folder; one refused after its envs were made leaves no video folder."""
+    real, start = time.time, time.time()
+    monkeypatch.setattr(time, "time", lambda: 1700000000.0 + (real() - start) * 1e-3)
+    model = cartpole_checkpoint(tmp_path / "model.pt")
+    for _ in range(2):
+        assert_ok(run_main("ppo.py", "--eval-checkpoint", model, "--eval-episodes", 1, "--capture-video", cwd=tmp_path))
+    first, second = sorted((tmp_path / "videos").iterdir())
+    assert first.name == "CartPole-v1__ppo__1__1700000000" and second.name == first.name + "-2"
+    for folder in first, second:
+        assert [p.name for p in folder.iterdir()] == ["eval"]
+        assert (folder / "eval" / "rl-video-episode-0.mp4").stat().st_size > 0
+    assert not (tmp_path / "runs").exists()
+    bad = cartpole_checkpoint(tmp_path / "bad.pt", model={"critic.0.weight": torch.zeros(3, 3)})
+    assert_usage_error(run_main("ppo.py", "--eval-checkpoint", bad, "--capture-video", cwd=tmp_path), "does not fit")
+    assert sorted((tmp_path / "videos").iterdir()) == [first, second]
+
+
 def test_args_json_records_the_resolved_arguments(tmp_path):
     proc = run_main("ppo.py", "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "300", cwd=tmp_path)
     assert_ok(proc)
