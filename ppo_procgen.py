@@ -444,12 +444,16 @@ def main(args: Args) -> None:
 
     def adopt(saved, names, free=()):
         """Take these arguments from a checkpoint's; one given on the command line with another value is refused, unless
-        it is free to change: then the command line's value stays."""
+        it is free to change: then the command line's value stays. A flag typed at its default value counts as given:
+        tyro cannot tell it from a flag left out, this script's command line (sys.argv) can."""
+        typed = {a[2:].split("=")[0].replace("-", "_").removeprefix("no_") for a in sys.argv[1:] if a.startswith("--")}
+        typed = typed if os.path.abspath(sys.argv[0]) == os.path.abspath(__file__) else set()  # not main() from code
         for name in names:
             given, default = getattr(args, name), getattr(Args(), name)
-            if name in free and given != default:
+            explicit = given != default or name in typed
+            if name in free and explicit:
                 continue
-            if name in saved and given != default and given != saved[name]:
+            if name in saved and explicit and given != saved[name]:
                 usage_error(f"--{name.replace('_', '-')} {given}: the checkpoint was trained with {saved[name]}; "
                             f"leave the flag out")
             setattr(args, name, saved.get(name, given))

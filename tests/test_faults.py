@@ -73,6 +73,19 @@ def test_evaluations_that_record_get_video_folders_of_their_own(tmp_path, monkey
     assert sorted((tmp_path / "videos").iterdir()) == [first, second]
 
 
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_flag_typed_at_its_default_is_checked_against_the_checkpoint(tmp_path, monkeypatch, script):
+    """--env-id typed at the script's default value with --eval-checkpoint of a model trained on another env: the
+    script reads its own command line, so the flag counts as given and is refused like any other value."""
+    module = load_script(script)
+    default = module.Args().env_id
+    other = {"script": script, "args": {"env_id": "Other-v1"}, "model": {}, "obs_rms": {}}  # obs_rms: MuJoCo's
+    torch.save(other, tmp_path / "other.pt")
+    argv = ["--eval-checkpoint", str(tmp_path / "other.pt"), "--env-id", default]
+    monkeypatch.setattr(sys, "argv", [module.__file__, *argv])  # as `python <script> <argv>` would set it
+    assert_usage_error(run_main(script, *argv, cwd=tmp_path, module=module), f"--env-id {default}", "with Other-v1")
+
+
 def test_args_json_records_the_resolved_arguments(tmp_path):
     proc = run_main("ppo.py", "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "300", cwd=tmp_path)
     assert_ok(proc)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from helpers import (REPO, assert_ok, assert_usage_error, load_script, need, read_every_metric, read_scalars,
-                     run_dirs, run_main, small_disk, test_env)
+                     run_dirs, run_main, run_script, small_disk, test_env)
 
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
 
@@ -135,6 +135,19 @@ def test_a_resume_that_contradicts_the_checkpoint_is_one_line(stopped_run, args,
     before = sorted(p.name for p in checkpoint.parent.iterdir())
     assert_usage_error(run_main("ppo.py", "--resume", checkpoint, *args, cwd=cwd), *fragments)
     assert sorted(p.name for p in checkpoint.parent.iterdir()) == before
+
+
+def test_a_flag_typed_at_its_default_value_counts_as_given(stopped_run):
+    """tyro hands main the default both for a flag typed at its default value and for one left out; the script's own
+    command line tells them apart: --num-envs 4 (the default) against a run trained with 2 is refused like
+    --num-envs 8."""
+    cwd, checkpoint = stopped_run
+    assert_usage_error(run_script("ppo.py", "--resume", checkpoint, "--num-envs", 4, cwd=cwd),
+                       "--num-envs 4", "trained with 2")
+    called = run_main("ppo.py", "--resume", checkpoint, "--num-envs", 4, "--total-timesteps", 500000, cwd=cwd)
+    # main() called from code (here, pytest's argv): only values off their defaults count, so the checkpoint's 2 envs
+    # and 256 steps are taken and the finished run has nothing left to do
+    assert_usage_error(called, "done all its 4 iterations")
 
 
 def test_total_timesteps_extends_a_finished_run(stopped_run, tmp_path):
