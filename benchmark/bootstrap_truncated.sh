@@ -7,9 +7,10 @@
 #   bash benchmark/bootstrap_truncated.sh                                  # 3 envs x seeds 1-3 x both arms: 18 runs
 #   ENVS=HalfCheetah-v4 SEEDS="1 2" bash benchmark/bootstrap_truncated.sh  # what fit the session of the results
 #
-# Time: a 1M run took ~5 min alone on a 2-core machine (benchmark/results/mujoco.md) and ~50 min when that machine
-# was shared with other jobs (benchmark/results/bootstrap_truncated/mujoco.md). The two arms run side by side, one
-# worker each (WORKERS per arm), so that both see the same machine load.
+# Time: a 1M run took ~5 min alone on a 2-core machine (benchmark/results/mujoco.md), 11-14 min with the two arms
+# side by side (the Walker2d-v4 runs of benchmark/results/bootstrap_truncated/mujoco.md: the 18 runs take ~2 h), and
+# up to 65 min when that machine was shared with other jobs. The two arms run side by side, one worker each (WORKERS
+# per arm), so that both see the same machine load.
 # Restartable: run it again after a Ctrl-C or a failure and only the unfinished runs run (benchmark/run.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -30,6 +30,7 @@ import math
 import re
 import shlex
 import sys
+import textwrap
 import time
 import warnings
 from pathlib import Path
@@ -372,7 +373,8 @@ def plot_env(env_id, arms, path, last, ddof):
         grid = np.linspace(lo, hi, CURVE_POINTS) if hi > lo else np.array([lo])
         ys = np.array([np.interp(grid, s, r) for s, r in curves])  # (seeds, points)
         mean = ys.mean(axis=0)
-        line, = ax.plot(grid, mean, label=f"{label} ({fmt_steps(steps)}, {len(curves)} seed{'s' * (len(curves) > 1)})")
+        name = f"{label} ({fmt_steps(steps)}, {len(curves)} seed{'s' * (len(curves) > 1)})"
+        line, = ax.plot(grid, mean, label=textwrap.fill(name, 70))
         if len(curves) > 1:
             std = ys.std(axis=0, ddof=ddof)
             ax.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -382,11 +384,10 @@ def plot_env(env_id, arms, path, last, ddof):
     ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))  # 500k, 1M
     ax.set_ylabel(f"episodic return (mean of last {last} episodes)")
     ax.grid(alpha=0.3)
-    if drawn:
-        ax.legend(fontsize="small")
-    fig.tight_layout()
+    if drawn:  # under the axes: an arm's label can be long (its differing settings), and must not cover the curves
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")  # the figure grows to hold the legend
     plt.close(fig)
 
 
