@@ -429,7 +429,7 @@ def main(args: Args) -> None:
         it is free to change: then the command line's value stays. A flag typed at its default value counts as given:
         tyro cannot tell it from a flag left out, this script's command line (sys.argv) can."""
         typed = {a[2:].split("=")[0].replace("-", "_").removeprefix("no_") for a in sys.argv[1:] if a.startswith("--")}
-        typed = typed if os.path.abspath(sys.argv[0]) == os.path.abspath(__file__) else set()  # not main() from code
+        typed = typed if os.path.abspath(sys.argv[0]) == os.path.abspath(__file__) else set()  # main() called by other code
         for name in names:
             given, default = getattr(args, name), getattr(Args(), name)
             explicit = given != default or name in typed
