@@ -150,6 +150,18 @@ def test_a_flag_typed_at_its_default_value_counts_as_given(stopped_run):
     assert_usage_error(called, "done all its 4 iterations")
 
 
+def test_a_free_flag_typed_at_its_default_value_takes_that_value(stopped_run, tmp_path):
+    """--checkpoint-every 0 (the default) typed when extending a run saved with --checkpoint-every 1: no periodic
+    save, so the checkpoint stays at iteration 4; left out, the checkpoint's 1 saves iterations 5 and 6."""
+    _, checkpoint = stopped_run
+    for typed, iteration in ([], 6), (["--checkpoint-every", 0], 4):
+        run_dir = Path(shutil.copytree(checkpoint.parent, tmp_path / str(iteration) / "runs" / checkpoint.parent.name))
+        proc = run_script("ppo.py", "--resume", run_dir / checkpoint.name, "--total-timesteps", 384, *typed,
+                          cwd=run_dir.parent.parent)
+        assert_ok(proc)
+        assert torch.load(run_dir / checkpoint.name, weights_only=True)["iteration"] == iteration
+
+
 def test_total_timesteps_extends_a_finished_run(stopped_run, tmp_path):
     cwd, checkpoint = stopped_run
     checkpoint = Path(shutil.copytree(checkpoint.parent, tmp_path / "runs" / checkpoint.parent.name)) / checkpoint.name
