@@ -39,11 +39,15 @@ def assert_no_run(cwd):
     assert not (cwd / "runs").exists() or not any((cwd / "runs").iterdir())
 
 
-def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, monkeypatch):
-    # a clock that stays in one second for 1000 s of real time; it still moves by more than a float's resolution
-    # at 1.7e9 (about 2e-7 s) over an iteration, so the speeds the script divides by time stay finite
+@pytest.fixture
+def one_second(monkeypatch):
+    """A clock that stays in the second 1700000000 for 1000 s of real time; it still moves by more than a float's
+    resolution at 1.7e9 (about 2e-7 s) over an iteration, so the speeds the script divides by time stay finite."""
     real, start = time.time, time.time()
     monkeypatch.setattr(time, "time", lambda: 1700000000.0 + (real() - start) * 1e-3)
+
+
+def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, one_second):
     for _ in range(2):
         assert_ok(run_main("ppo.py", *TINY, "--save-model", cwd=tmp_path))
     first, second = sorted(p.name for p in (tmp_path / "runs").iterdir())
@@ -54,11 +58,9 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, monk
         torch.load(run_dir / "ppo.pt", weights_only=True)
 
 
-def test_evaluations_that_record_get_video_folders_of_their_own(tmp_path, monkeypatch):
+def test_evaluations_that_record_get_video_folders_of_their_own(tmp_path, one_second):
     """Two --eval-checkpoint --capture-video runs in the same second record into videos/{run_name}/eval and
     videos/{run_name}-2/eval, and make no run folder; one refused after its envs were made leaves no video folder."""
-    real, start = time.time, time.time()
-    monkeypatch.setattr(time, "time", lambda: 1700000000.0 + (real() - start) * 1e-3)
     model = cartpole_checkpoint(tmp_path / "model.pt")
     for _ in range(2):
         assert_ok(run_main("ppo.py", "--eval-checkpoint", model, "--eval-episodes", 1, "--capture-video", cwd=tmp_path))

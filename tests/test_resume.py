@@ -115,6 +115,11 @@ def test_sigterm_mid_run_saves_a_checkpoint_that_evaluates(tmp_path):
     assert "CartPole-v1: mean return" in evaluation.stdout
 
 
+def copy_run(checkpoint, cwd):
+    """A copy of the checkpoint's run folder in cwd/runs/, to resume without touching the original; its checkpoint."""
+    return Path(shutil.copytree(checkpoint.parent, cwd / "runs" / checkpoint.parent.name)) / checkpoint.name
+
+
 @pytest.fixture(scope="module")
 def stopped_run(tmp_path_factory):
     """A ppo.py run of 4 iterations that saved a checkpoint every iteration: runs/<run>/ppo.pt, iteration 4."""
@@ -137,17 +142,17 @@ def test_a_resume_that_contradicts_the_checkpoint_is_one_line(stopped_run, args,
     assert sorted(p.name for p in checkpoint.parent.iterdir()) == before
 
 
-def test_a_flag_typed_at_its_default_value_counts_as_given(stopped_run):
+def test_a_flag_typed_at_its_default_value_counts_as_given(stopped_run, monkeypatch):
     """tyro hands main the default both for a flag typed at its default value and for one left out; the script's own
     command line tells them apart: --num-envs 4 (the default) against a run trained with 2 is refused like
     --num-envs 8."""
     cwd, checkpoint = stopped_run
-    assert_usage_error(run_script("ppo.py", "--resume", checkpoint, "--num-envs", 4, cwd=cwd),
-                       "--num-envs 4", "trained with 2")
-    called = run_main("ppo.py", "--resume", checkpoint, "--num-envs", 4, "--total-timesteps", 500000, cwd=cwd)
-    # main() called from code (here, pytest's argv): only values off their defaults count, so the checkpoint's 2 envs
-    # and 256 steps are taken and the finished run has nothing left to do
-    assert_usage_error(called, "done all its 4 iterations")
+    typed = ["--resume", checkpoint, "--num-envs", 4, "--total-timesteps", 500000]
+    assert_usage_error(run_script("ppo.py", *typed, cwd=cwd), "--num-envs 4", "trained with 2")
+    # main() called by another program, whose command line holds the same words: only values off their defaults
+    # count, so the checkpoint's 2 envs and 256 steps are taken and the finished run has nothing left to do
+    monkeypatch.setattr(sys, "argv", ["train_many.py", *map(str, typed)])
+    assert_usage_error(run_main("ppo.py", *typed, cwd=cwd), "done all its 4 iterations")
 
 
 def test_a_free_flag_typed_at_its_default_value_takes_that_value(stopped_run, tmp_path):
@@ -155,16 +160,15 @@ def test_a_free_flag_typed_at_its_default_value_takes_that_value(stopped_run, tm
     save, so the checkpoint stays at iteration 4; left out, the checkpoint's 1 saves iterations 5 and 6."""
     _, checkpoint = stopped_run
     for typed, iteration in ([], 6), (["--checkpoint-every", 0], 4):
-        run_dir = Path(shutil.copytree(checkpoint.parent, tmp_path / str(iteration) / "runs" / checkpoint.parent.name))
-        proc = run_script("ppo.py", "--resume", run_dir / checkpoint.name, "--total-timesteps", 384, *typed,
-                          cwd=run_dir.parent.parent)
-        assert_ok(proc)
-        assert torch.load(run_dir / checkpoint.name, weights_only=True)["iteration"] == iteration
+        cwd = tmp_path / str(iteration)
+        copy = copy_run(checkpoint, cwd)
+        assert_ok(run_script("ppo.py", "--resume", copy, "--total-timesteps", 384, *typed, cwd=cwd))
+        assert torch.load(copy, weights_only=True)["iteration"] == iteration
 
 
 def test_total_timesteps_extends_a_finished_run(stopped_run, tmp_path):
     cwd, checkpoint = stopped_run
-    checkpoint = Path(shutil.copytree(checkpoint.parent, tmp_path / "runs" / checkpoint.parent.name)) / checkpoint.name
+    checkpoint = copy_run(checkpoint, tmp_path)
     cwd = tmp_path
     assert torch.load(checkpoint, weights_only=True)["iteration"] == 4
     assert_ok(run_main("ppo.py", "--resume", checkpoint, "--total-timesteps", "384", cwd=cwd))
