@@ -7,13 +7,18 @@ Reproduces openai/baselines ppo2 with its 13 core details, each tagged where it 
     python ppo.py --eval-checkpoint runs/<run_name>/ppo.pt     # play a model saved by --save-model
 """
 
+import signal
+
+if __name__ == "__main__":  # before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 import contextlib
+import copy
+import importlib.util
 import itertools
 import json
 import os
 import random
 import re
-import signal
 import sys
 import time
 from collections import deque
@@ -119,13 +124,14 @@ class Args:
         """The first thing wrong with these arguments, as a sentence for the user; None when all is well."""
         for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
                      "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
-            if getattr(self, name) <= 0:
-                return f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+            if not 0 < getattr(self, name) < np.inf:  # NaN fails every comparison
+                return f"--{name.replace('_', '-')} must be positive and finite, got {getattr(self, name)}"
         if not 0 <= self.seed < 2**32:
             return f"--seed must be an integer from 0 to 2**32 - 1 (numpy's seed range), got {self.seed}"
-        if self.ent_coef < 0:
-            return f"--ent-coef must be >= 0 (a negative weight would reward certainty), got {self.ent_coef}"
-        if self.target_kl is not None and self.target_kl <= 0:
+        for name in ("ent_coef", "vf_coef"):
+            if not 0 <= getattr(self, name) < np.inf:
+                return f"--{name.replace('_', '-')} must be >= 0 and finite, got {getattr(self, name)}"
+        if self.target_kl is not None and not 0 < self.target_kl < np.inf:
             return f"--target-kl must be positive (leave it out for no early stopping), got {self.target_kl}"
         for name in ("gamma", "gae_lambda"):
             if not 0 <= getattr(self, name) <= 1:
@@ -255,10 +261,10 @@ def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns,
     return loss, stats
 
 
-def evaluate(agent, envs, num_episodes, device):
-    """Play the agent's stochastic policy until num_episodes episodes have ended; returns their returns."""
+def evaluate(agent, envs, num_episodes, device, seed):
+    """Play the agent's stochastic policy until num_episodes episodes have ended; returns their returns. Seeded."""
     episodic_returns = []
-    next_obs, _ = envs.reset()
+    next_obs, _ = envs.reset(seed=seed)
     while len(episodic_returns) < num_episodes:
         with torch.no_grad():
             action, _, _, _ = agent.get_action_and_value(torch.as_tensor(next_obs, dtype=torch.float32, device=device))
@@ -272,178 +278,51 @@ def evaluate(agent, envs, num_episodes, device):
 
 
 def main(args: Args) -> None:
-    run_dir = None  # runs/{run_name}, once made
+    run = Run(args)  # the plumbing (below the divider): checks, --resume or --eval-checkpoint, run folder, stops
+    if args.capture_video and importlib.util.find_spec("pygame") is None:  # classic control renders with it
+        run.fail('--capture-video of classic-control envs needs pygame: pip install -e ".[video]"')
 
-    def usage_error(message):
-        """Bad input: one line on stderr and exit code 2, like argparse; no traceback, no empty run folder left."""
-        print(f"{os.path.basename(__file__)}: error: {message}", file=sys.stderr)
-        for folder in [] if run_dir is None else [f"videos/{run_name}", run_dir]:
-            with contextlib.suppress(OSError):
-                os.rmdir(folder)  # only if still empty
-        raise SystemExit(2)
-
-    def load_checkpoint(path, flag):
-        """The checkpoint at path if this script wrote it; a one-line error saying why not otherwise."""
-        if not os.path.isfile(path):
-            usage_error(f"{flag} {path}: no such file")
-        try:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as e:  # empty, truncated, corrupt, or not a torch file at all
-            usage_error(f"{flag} {path}: not a readable checkpoint ({type(e).__name__})")
-        if not (isinstance(checkpoint, dict) and "script" in checkpoint and isinstance(checkpoint.get("args"), dict)):
-            usage_error(f"{flag} {path}: not a checkpoint saved by --save-model (a bare state dict? an older format?)")
-        if checkpoint["script"] != os.path.basename(__file__):
-            usage_error(f"{flag} {path}: this checkpoint was written by {checkpoint['script']}; use that script")
-        return checkpoint
-
-    def adopt(saved, names, free=()):
-        """Take these arguments from a checkpoint's; one given on the command line with another value is refused, unless
-        it is free to change: then the command line's value stays. A flag typed at its default value counts as given:
-        tyro cannot tell it from a flag left out, this script's command line (sys.argv) can."""
-        typed = {a[2:].split("=")[0].replace("-", "_").removeprefix("no_") for a in sys.argv[1:] if a.startswith("--")}
-        typed = typed if os.path.abspath(sys.argv[0]) == os.path.abspath(__file__) else set()  # main() called by other code
-        for name in names:
-            given, default = getattr(args, name), getattr(Args(), name)
-            explicit = given != default or name in typed
-            if name in free and explicit:
-                continue
-            if name in saved and explicit and given != saved[name]:
-                usage_error(f"--{name.replace('_', '-')} {given}: the checkpoint was trained with {saved[name]}; "
-                            f"leave the flag out")
-            setattr(args, name, saved.get(name, given))
-
-    checkpoint = None  # the model to evaluate (--eval-checkpoint)
-    resumed = None  # the checkpoint of the run to continue (--resume)
-    if args.resume is not None and args.eval_checkpoint is None:
-        resumed = load_checkpoint(args.resume, "--resume")
-        # the run's own arguments: only how it runs, and how long, may change
-        adopt(resumed["args"], [name for name in vars(args) if name not in ("resume", "eval_checkpoint")],
-              free=("total_timesteps", "cuda", "track", "wandb_project_name", "wandb_entity", "capture_video",
-                    "save_model", "checkpoint_every", "eval_episodes"))
-        if "iteration" not in resumed:
-            usage_error(f"--resume {args.resume}: no training state to continue from in it (an older format)")
-    if (problem := args.problem()) is not None:
-        usage_error(problem)
-    if args.eval_checkpoint is not None:
-        checkpoint = load_checkpoint(args.eval_checkpoint, "--eval-checkpoint")
-        adopt(checkpoint["args"], ["env_id"])  # evaluate on the env the model was trained on
-    if resumed is not None and resumed["iteration"] >= args.num_iterations:
-        usage_error(f"--resume {args.resume}: the run has done all its {resumed['iteration']} iterations; give a "
-                    f"larger --total-timesteps than {args.total_timesteps} to extend it")
-    run_name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"  # one folder level
-    if resumed is not None:  # the run goes on in its own folder
-        run_dir = os.path.dirname(args.resume) or "."
-        run_name = os.path.basename(os.path.abspath(run_dir))
-    if args.capture_video:
-        try:
-            import pygame  # noqa: F401 (classic control renders with it)
-        except ImportError:
-            usage_error("--capture-video of classic-control envs needs pygame: pip install pygame")
-        try:
-            os.makedirs("videos", exist_ok=True)
-        except OSError as e:
-            usage_error(f"--capture-video: cannot make the folder videos/ ({e.strerror})")
-
-    # seeding; tiny MLPs run fastest on one CPU thread (more threads only add synchronization, measured)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
+    # seeding (run.seed: --seed, or one drawn from it after --resume); tiny MLPs run fastest on one CPU thread
+    random.seed(run.seed)
+    np.random.seed(run.seed)
+    torch.manual_seed(run.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
     torch.set_num_threads(1)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    # a new run: a folder of its own; os.mkdir is atomic, so runs started in the same second get -2, -3, ...
-    # An evaluation that records gets one in videos/ the same way, and records into its eval/
-    if resumed is None and (checkpoint is None or args.capture_video):
-        parent = "runs" if checkpoint is None else "videos"
-        try:
-            os.makedirs(parent, exist_ok=True)
-            for n in itertools.count(1):
-                name = run_name if n == 1 else f"{run_name}-{n}"
-                with contextlib.suppress(FileExistsError):  # taken: try the next suffix
-                    os.mkdir(f"{parent}/{name}")
-                    break
-            run_name = name
-        except OSError as e:  # not writable, or a file of that name
-            usage_error(f"cannot make a run folder in {parent}/ ({e.strerror}: {e.filename})")
-        run_dir = f"{parent}/{run_name}"
-        if checkpoint is not None:
-            run_name = f"{run_name}/eval"  # videos/{run_name}/eval/: RecordVideo warns about a folder that exists
-
     # [C1] vectorized architecture: num_envs envs stepped in lockstep. SAME_STEP autoreset, as baselines' VecEnv:
     # the obs returned with done=True is already the first obs of the next episode (gymnasium 1.x defaults to NEXT_STEP)
-    num_envs = 1 if checkpoint is not None else args.num_envs
+    num_envs = 1 if args.eval_checkpoint is not None else args.num_envs
     try:
         envs = gym.vector.SyncVectorEnv(
-            [make_env(args.env_id, i, args.capture_video, run_name) for i in range(num_envs)],
+            [make_env(args.env_id, i, args.capture_video, run.name) for i in range(num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
     except (gym.error.Error, ImportError) as e:  # ImportError: an id whose dependency is missing (HalfCheetah-v3)
         atari = re.search(r"^ALE/|NoFrameskip|Deterministic|^[A-Z][A-Za-z]+-v5$", args.env_id)
         hint = " (Atari games: ppo_atari.py with a *NoFrameskip-v4 id, or ppo_atari_envpool.py with a *-v5 id)"
-        usage_error(f"cannot make env {args.env_id!r}: {e}".replace("\n", " ") + (hint if atari else ""))
+        run.fail(f"cannot make env {args.env_id!r}: {e}".replace("\n", " ") + (hint if atari else ""))
     if not isinstance(envs.single_action_space, gym.spaces.Discrete):
         hint = {gym.spaces.Box: "ppo_continuous_action.py", gym.spaces.MultiDiscrete:
                 "the Agent of ppo_multidiscrete.py (that script makes envpool envs: give it your make_env)"}
-        usage_error(f"{args.env_id} has a {type(envs.single_action_space).__name__} action space; ppo.py handles "
-                    f"Discrete only: use {hint.get(type(envs.single_action_space), 'another script')}")
+        run.fail(f"{args.env_id} has a {type(envs.single_action_space).__name__} action space; ppo.py handles "
+                 f"Discrete only: use {hint.get(type(envs.single_action_space), 'another script')}")
     if not isinstance(envs.single_observation_space, gym.spaces.Box) or len(envs.single_observation_space.shape) != 1:
-        usage_error(f"{args.env_id} has observations {envs.single_observation_space}; ppo.py takes flat vectors "
-                    f"(use ppo_atari.py for images)")
+        run.fail(f"{args.env_id} has observations {envs.single_observation_space}; ppo.py takes flat vectors "
+                 f"(use ppo_atari.py for images)")
 
     agent = Agent(envs).to(device)
-    if checkpoint is not None:
-        try:
-            agent.load_state_dict(checkpoint["model"])
-        except Exception:  # other layer sizes or layers
-            usage_error(f"--eval-checkpoint {args.eval_checkpoint}: its model does not fit this script's network for "
-                        f"{args.env_id}")
-        returns = evaluate(agent, envs, args.eval_episodes, device)
+    if args.eval_checkpoint is not None:  # play the saved model instead of training
+        run.load(model=agent)
+        returns = evaluate(agent, envs, args.eval_episodes, device, run.seed)
         print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
         envs.close()
         return
 
-    if args.track:
-        try:
-            import wandb  # optional: imported only when asked for
-        except ImportError:
-            usage_error("--track needs wandb: pip install wandb")
-        wandb_kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
-                            config=vars(args), name=run_name, save_code=True, resume="allow",
-                            id=resumed.get("wandb_id") if resumed is not None else None)  # --resume: the same wandb run
-        try:  # without a network, wandb.init would wait; give up after 30 s and log offline instead
-            wandb.init(**wandb_kwargs, settings=wandb.Settings(init_timeout=30))
-        except Exception as e:
-            print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline, upload later with "
-                  f"`wandb sync`", file=sys.stderr)
-            wandb.init(**wandb_kwargs, mode="offline")
-    if args.total_timesteps % args.batch_size:
-        print(f"{os.path.basename(__file__)}: note: --total-timesteps {args.total_timesteps} is not a multiple of the "
-              f"batch ({args.batch_size}): training for {args.num_iterations * args.batch_size} steps", file=sys.stderr)
-    with open(f"{run_dir}/args.json", "w") as f:  # the run's resolved arguments, for the benchmark tools
-        json.dump({"script": os.path.basename(__file__), **vars(args)}, f, indent=1)
-    start_iteration = 0 if resumed is None else resumed["iteration"]  # iterations done before this process started
-    # --resume: TensorBoard hides what the stopped process logged after its checkpoint, so no step appears twice
-    writer = SummaryWriter(run_dir, purge_step=start_iteration * args.batch_size + 1 if resumed is not None else None)
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
-    )
-
-    # [C3] Adam epsilon 1e-5. ppo2's TF1 Adam adds it before the bias correction ("epsilon hat"), PyTorch after, so
-    # the same 1e-5 weighs more early in ppo2: 1e-5 / sqrt(1 - 0.999^t) in PyTorch's terms at step t (not reproduced).
+    # [C3] Adam epsilon 1e-5, added after the bias correction (ppo2's TF1 Adam adds it before: docs/details.md).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    if resumed is not None:  # continue where the checkpoint was written: weights, Adam's moments, the random streams
-        try:
-            agent.load_state_dict(resumed["model"])
-            optimizer.load_state_dict(resumed["optimizer"])
-        except Exception:  # other layer sizes or layers
-            usage_error(f"--resume {args.resume}: its model does not fit this script's network for {args.env_id}")
-        random.setstate(resumed["rng"]["python"])
-        np.random.set_state((resumed["rng"]["numpy"][0], resumed["rng"]["numpy"][1].numpy().astype(np.uint32),
-                             *resumed["rng"]["numpy"][2:]))
-        torch.set_rng_state(resumed["rng"]["torch"])
+    writer = run.start(envs, model=agent, optimizer=optimizer)  # --resume: their state from the checkpoint; the logs
 
     # rollout storage: (num_steps, num_envs, ...)
     obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
@@ -453,60 +332,12 @@ def main(args: Args) -> None:
     dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    def save_checkpoint(iteration):
-        """Save the run after this many iterations to a temporary file in the run folder, fsync, rename: a crash, a
-        stop or a full disk never leaves a half-written checkpoint, and the last complete one stays. Returns False
-        (after one line on stderr) when the save failed."""
-        path = f"{run_dir}/{args.exp_name}.pt"
-        np_state = np.random.get_state()
-        checkpoint = {"script": os.path.basename(__file__), "args": vars(args), "model": agent.state_dict(),
-                      "optimizer": optimizer.state_dict(), "global_step": iteration * args.batch_size,
-                      "iteration": iteration, "wandb_id": wandb.run.id if args.track else None,
-                      "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
-                              "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:])}}
-        try:
-            with open(path + ".tmp", "wb") as f:
-                torch.save(checkpoint, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(path + ".tmp", path)
-        except BaseException as e:  # a full disk (torch reports it as a RuntimeError), or a stop during the write
-            with contextlib.suppress(OSError):
-                os.remove(path + ".tmp")
-            if not isinstance(e, (OSError, RuntimeError)):
-                raise
-            reason = getattr(e, "strerror", None) or "disk full?"
-            print(f"{os.path.basename(__file__)}: error: cannot save {path} ({reason}); the last complete checkpoint is "
-                  f"kept", file=sys.stderr)
-            return False
-        print(f"model saved to {path}")
-        return True
-
-    global_step = start_iteration * args.batch_size
-    start_time = time.time()
-    recent_returns = deque(maxlen=20)
-    next_obs, _ = envs.reset(seed=args.seed)
+    global_step = run.start_iteration * args.batch_size
+    next_obs, _ = envs.reset(seed=run.seed)
     next_obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
     next_done = torch.zeros(args.num_envs).to(device)  # [C1] next_obs and next_done carry across rollouts
-    stopped_by = 0  # the signal that stopped training: SIGINT (Ctrl-C), or SIGTERM (Slurm, Kubernetes, spot instances)
-    training = True
-
-    def on_stop(signum, frame):
-        """Stop training as Ctrl-C does; once training is over, a stop waits for the save and the closing of logs."""
-        nonlocal stopped_by
-        stopped_by = stopped_by or signum
-        if training:
-            raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, on_stop)
-    signal.signal(signal.SIGTERM, on_stop)
-    iteration, saved = start_iteration, True
-    try:
-        for iteration in range(start_iteration + 1, args.num_iterations + 1):
-            if args.checkpoint_every and iteration > start_iteration + 1 and (iteration - 1) % args.checkpoint_every == 0:
-                saved = save_checkpoint(iteration - 1)  # the iterations done so far
-                if not saved:
-                    break  # a full disk: stop with the last complete checkpoint
+    with run:  # Ctrl-C or SIGTERM ends the loop at an iteration boundary; then the last save, the logs closed
+        for iteration in run.iterations():  # between two: the progress line, checkpoints (--checkpoint-every)
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)
             frac = 1.0 - (iteration - 1.0) / args.num_iterations  # the share of training still to come
@@ -540,7 +371,7 @@ def main(args: Args) -> None:
                     for i in np.flatnonzero(infos["final_info"]["_episode"]):
                         writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
                         writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
-                        recent_returns.append(float(episode["r"][i]))
+                        run.recent_returns.append(float(episode["r"][i]))  # for the progress line
 
             with torch.no_grad():
                 # The parameters do not change during a rollout, so one batched call after it gives the log-probs and
@@ -548,9 +379,8 @@ def main(args: Args) -> None:
                 _, logprob, _, value = agent.get_action_and_value(obs.flatten(0, 1), actions.flatten(0, 1).long())
                 logprobs[:], values[:] = logprob.view_as(logprobs), value.view_as(values)
                 next_value = agent.get_value(next_obs).reshape(1, -1)[0]
-                advantages, returns = compute_gae(
-                    rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
-                )
+                advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma,
+                                                  args.gae_lambda)
 
             # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
             b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
@@ -588,40 +418,208 @@ def main(args: Args) -> None:
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
             # [C12] debug variables: the mean over all mini-batches and epochs of the update, as baselines logs them
-            sps = int((global_step - start_iteration * args.batch_size) / (time.time() - start_time))  # this process's steps
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
             for name in update_stats[0]:  # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
                 mean = torch.stack([stats[name] for stats in update_stats]).mean()
                 writer.add_scalar(f"losses/{name}", mean.item(), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
-            writer.add_scalar("charts/SPS", sps, global_step)
-            if iteration % max(1, args.num_iterations // 20) == 0 or iteration in (1, args.num_iterations):
-                eta = (args.num_iterations * args.batch_size - global_step) / max(sps, 1)
-                recent = f"{np.mean(recent_returns):8.2f}" if recent_returns else "       -"
-                print(f"step {global_step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | "
-                      f"return (last {len(recent_returns):>2}) {recent} | ETA {time.strftime('%H:%M:%S', time.gmtime(eta))}",
-                      flush=True)
-    except KeyboardInterrupt:  # the iteration under way is dropped: a resumed run does it again
-        iteration -= 1
-        print(f"\ninterrupted at step {global_step}: closing logs in {run_dir}", file=sys.stderr)
-    training = False
 
-    if saved and (args.save_model or args.checkpoint_every):
-        saved = save_checkpoint(iteration)
-    envs.close()
-    try:
-        writer.close()
-    except OSError as e:  # a full disk: one line, unless the save has said it already
-        if saved:
-            print(f"{os.path.basename(__file__)}: error: cannot write the logs in {run_dir} ({e.strerror})",
-                  file=sys.stderr)
-        saved = False
-    if args.track:
-        wandb.finish()
-    if stopped_by:
-        raise SystemExit(128 + stopped_by)  # what a shell reports: 130 after Ctrl-C, 143 after SIGTERM
-    if not saved:
-        raise SystemExit(1)
+
+# =====================================================================================================================
+# Run plumbing: errors, --resume and --eval-checkpoint, run folders, checkpoints, stops, wandb, the progress line. No
+# PPO below this line: the same text in all nine ppo*.py scripts (a test checks it). How it behaves: docs/ppo.md.
+# =====================================================================================================================
+
+# --resume takes the checkpoint's settings, but a flag given off its default changes these (those a script has)
+FREE_ON_RESUME = ("total_timesteps", "cuda", "track", "wandb_project_name", "wandb_entity", "capture_video",
+                  "save_model", "checkpoint_every", "eval_episodes", "num_threads", "backend", "device_ids", "dist_timeout")
+ENV_SETTINGS = ("env_id", "distribution_mode")  # what --eval-checkpoint takes from the checkpoint
+
+
+class Run:
+    """parts: what a checkpoint holds besides the settings (model=agent, ...), with state_dict and load_state_dict."""
+
+    def __init__(self, args, rank=0):  # rank: under torchrun, only rank 0 writes. Checks, checkpoint, run folder
+        self.args, self.rank, self.script, self.training, self.stopped_by = args, rank, os.path.basename(__file__), False, 0
+        self.name, self.dir, self.writer, self.state, self.wandb_id, self.world = "", None, None, None, None, 1
+        self.recent_returns = deque(maxlen=20)  # of the last episodes, for the progress line
+        self.flag, self.path = ("--resume", args.resume) if args.resume else ("--eval-checkpoint", args.eval_checkpoint)
+        self.checkpoint = self.read_checkpoint() if self.path is not None else {}
+        if (problem := args.problem()) is not None:
+            self.fail(problem)
+        self.start_iteration = self.checkpoint.get("iteration", 0) if args.resume is not None else 0
+        if args.resume is not None and self.start_iteration >= args.num_iterations:
+            self.fail(f"--resume {args.resume}: the run has done all its {self.start_iteration} iterations; give a "
+                      f"larger --total-timesteps than {args.total_timesteps} to extend it")
+        # --resume: a seed drawn from (seed, iteration reached): new random numbers on every device and in the envs
+        seeds = np.random.SeedSequence([args.seed, self.start_iteration])
+        self.seed = args.seed if args.resume is None else int(seeds.generate_state(1)[0])
+        self.name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"  # one level
+        if args.resume is not None:  # the run goes on in its own folder
+            self.dir = os.path.dirname(args.resume) or "."
+            self.name = os.path.basename(os.path.abspath(self.dir))
+        try:
+            if args.capture_video and rank == 0:  # the envs record into videos/{run_name}
+                os.makedirs("videos", exist_ok=True)
+            if args.resume is None and rank == 0 and (args.eval_checkpoint is None or args.capture_video):
+                # a folder of its own: os.mkdir is atomic, so runs started in the same second get -2, -3, ...; an
+                # evaluation that records reserves one in videos/ the same way, and records into its eval/
+                parent = "runs" if args.eval_checkpoint is None else "videos"
+                for name in (self.name if n == 1 else f"{self.name}-{n}" for n in itertools.count(1)):
+                    with contextlib.suppress(FileExistsError):  # taken: try the next suffix
+                        os.makedirs(f"{parent}/{name}")
+                        break
+                self.dir, self.name = f"{parent}/{name}", name if parent == "runs" else f"{name}/eval"
+        except OSError as e:  # a file of that name, or no permission
+            self.fail(f"cannot make the folder {e.filename} ({e.strerror})")
+
+    def read_checkpoint(self):  # if this script wrote it; its settings become the run's
+        flag, path, args = self.flag, self.path, self.args
+        if not os.path.isfile(path):
+            self.fail(f"{flag} {path}: no such file")
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # empty, truncated, corrupt, or not a torch file at all
+            self.fail(f"{flag} {path}: not a readable checkpoint ({type(e).__name__})")
+        if not (isinstance(checkpoint, dict) and "script" in checkpoint and isinstance(checkpoint.get("args"), dict)):
+            self.fail(f"{flag} {path}: not a checkpoint saved by --save-model (a bare state dict? an older format?)")
+        if checkpoint["script"] != self.script:
+            self.fail(f"{flag} {path}: this checkpoint was written by {checkpoint['script']}; use that script")
+        # a flag counts as given when off its default: main gets the same Args for one typed at its default value
+        names = vars(args) if flag == "--resume" else [name for name in ENV_SETTINGS if name in vars(args)]
+        for name in [name for name in names if name in checkpoint["args"] and name not in ("resume", "eval_checkpoint")]:
+            given, saved, default = getattr(args, name), checkpoint["args"][name], getattr(type(args)(), name)
+            if given not in (saved, default) and (flag == "--eval-checkpoint" or name not in FREE_ON_RESUME):
+                self.fail(f"--{name.replace('_', '-')} {given}: the checkpoint was trained with {saved}; leave it out")
+            setattr(args, name, saved if given == default else given)
+        return checkpoint
+
+    def load(self, **parts):  # the checkpoint's state into the parts
+        for name, part in parts.items():
+            try:
+                part.load_state_dict(self.checkpoint[name])
+            except Exception:  # missing, or other layer sizes or layers
+                self.fail(f"{self.flag} {self.path}: its {name} does not fit this script's {name} for {self.args.env_id}")
+
+    def start(self, envs, **parts):  # --resume loads the parts; rank 0 opens the logs and returns them
+        args, self.envs, self.parts = self.args, envs, parts
+        if torch.distributed.is_available() and torch.distributed.is_initialized():  # under torchrun
+            self.world = torch.distributed.get_world_size()
+        if args.resume is not None:
+            self.load(**parts)
+        if self.rank != 0:
+            return None
+        if args.track:  # --resume: the same wandb run. Without a network, wandb.init gives up after 30 s: log offline
+            try:
+                import wandb
+            except ImportError:
+                self.fail('--track needs wandb: pip install -e ".[wandb]"')
+            kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, name=self.name,
+                          config=vars(args), save_code=True, resume="allow", id=self.checkpoint.get("wandb_id"))
+            try:
+                wandb.init(**kwargs, settings=wandb.Settings(init_timeout=30))
+            except Exception as e:
+                print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline (wandb sync)", file=sys.stderr)
+                wandb.init(**kwargs, mode="offline")
+            self.wandb_id = wandb.run.id
+        with open(f"{self.dir}/args.json", "w") as f:  # the run's resolved settings, for the benchmark tools
+            json.dump({"script": self.script, **vars(args)}, f, indent=1)
+        # --resume: TensorBoard hides what the stopped process logged after its checkpoint, so no step appears twice
+        self.writer = SummaryWriter(self.dir, purge_step=self.start_iteration * args.batch_size + 1 if args.resume else None)
+        self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(
+            f"|{key}|{value}|" for key, value in vars(args).items()))
+        return self.writer
+
+    def iterations(self):  # between two and after the last: progress, the state to save, --checkpoint-every's save
+        args, self.start_time, self.saved = self.args, time.time(), True
+        for self.done in range(self.start_iteration, args.num_iterations + 1):
+            step = self.done * args.batch_size
+            if self.rank == 0 and self.done > self.start_iteration:  # SPS of this process's steps
+                sps = int((step - self.start_iteration * args.batch_size) / (time.time() - self.start_time))
+                self.writer.add_scalar("charts/SPS", sps, step)
+                if self.done % max(1, args.num_iterations // 20) == 0 or self.done in (1, args.num_iterations):
+                    eta = int((args.num_iterations - self.done) * args.batch_size / max(sps, 1))
+                    recent = f"{np.mean(self.recent_returns):8.2f}" if self.recent_returns else "       -"
+                    print(f"step {step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | return (last "
+                          f"{len(self.recent_returns):>2}) {recent} | ETA {eta // 3600:02d}:{eta // 60 % 60:02d}:"
+                          f"{eta % 60:02d}", flush=True)
+            if self.rank == 0 and (args.save_model or args.checkpoint_every):
+                self.state = {"script": self.script, "args": dict(vars(args)), "iteration": self.done,
+                              "global_step": step, "wandb_id": self.wandb_id,
+                              **{name: copy.deepcopy(part.state_dict()) for name, part in self.parts.items()}}
+                if args.checkpoint_every and self.start_iteration < self.done < args.num_iterations and \
+                        self.done % args.checkpoint_every == 0:
+                    self.saved = self.save()
+            flags = torch.tensor([self.stopped_by, not self.saved])
+            if self.world > 1:  # under torchrun what one rank says holds for all ranks, so that they stop together
+                flags = flags.to("cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
+                torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
+            self.stopped_by, self.saved = int(flags[0]), not flags[1]
+            if self.done == args.num_iterations or flags.any():
+                return
+            yield self.done + 1
+
+    def save(self):  # to a temporary file, fsync, rename: never a half-written checkpoint; False when it failed
+        path = f"{self.dir}/{self.args.exp_name}.pt"
+        try:
+            with open(path + ".tmp", "wb") as f:
+                torch.save(self.state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(path + ".tmp", path)
+            print(f"model saved to {path}")
+            return True
+        except (OSError, RuntimeError) as e:  # a full disk (torch reports it as a RuntimeError)
+            print(f"{self.script}: error: cannot save {path} ({getattr(e, 'strerror', None) or 'disk full?'}); the "
+                  f"last complete checkpoint is kept", file=sys.stderr)
+            return False
+        finally:  # also after a second stop signal during the write
+            with contextlib.suppress(OSError):
+                os.remove(path + ".tmp")
+
+    def on_signal(self, signum, frame):
+        # the first: in training, stop now and drop the iteration under way (torchrun: all ranks at the next boundary)
+        first, self.stopped_by = not self.stopped_by, self.stopped_by or signum
+        if not first:
+            raise SystemExit(128 + signum)  # what a shell reports: 130 after Ctrl-C, 143 after SIGTERM
+        if self.training and self.world == 1:
+            raise KeyboardInterrupt
+
+    def __enter__(self):  # before this, Python's defaults: a stop ends the process at once, with nothing to save yet
+        signal.signal(signal.SIGINT, self.on_signal)
+        signal.signal(signal.SIGTERM, self.on_signal)
+        self.training = True
+
+    def __exit__(self, kind, error, trace):  # the loop is over: finished, stopped, or failed with an error
+        self.training, args, clean = False, self.args, kind is None or kind is KeyboardInterrupt
+        if self.stopped_by and self.rank == 0:
+            print(f"\ninterrupted at step {self.done * args.batch_size} (after iteration {self.done}, the last whole "
+                  f"one): closing logs in {self.dir}", file=sys.stderr)
+        if clean and self.saved and self.state is not None:  # the state after the last whole iteration
+            self.saved = self.save()
+        self.envs.close()
+        try:
+            if self.writer is not None:
+                self.writer.close()
+        except OSError as e:  # a full disk: one line, unless the save has said it already
+            if self.saved:
+                print(f"{self.script}: error: cannot write the logs in {self.dir} ({e.strerror})", file=sys.stderr)
+            self.saved = False
+        if args.track and self.rank == 0:
+            sys.modules["wandb"].finish()  # imported by start()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        if clean and (self.stopped_by or not self.saved):  # 130 after Ctrl-C, 143 after SIGTERM, 1 after a failed save
+            raise SystemExit(128 + self.stopped_by if self.stopped_by else 1)
+        return clean  # the stop is handled: no traceback; an error goes on with its own
+
+    def fail(self, message):  # one line on stderr, exit code 2, like argparse; the run's empty folders go again
+        if self.rank == 0:
+            print(f"{self.script}: error: {message}", file=sys.stderr)
+        for folder in (f"videos/{self.name}", self.dir or "", "videos", "runs"):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+        raise SystemExit(2)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,59 @@
+"""The two-part layout of every script: the PPO first (Args ... main), then one divider and the run plumbing, whose text is
+the same in all nine scripts, so that `diff` of two scripts never shows plumbing."""
+
+import ast
+
+import pytest
+
+from helpers import REPO
+
+SCRIPTS = ["ppo.py", "ppo_atari.py", "ppo_continuous_action.py", "ppo_atari_lstm.py", "ppo_multidiscrete.py",
+           "ppo_multidiscrete_mask.py", "ppo_atari_envpool.py", "ppo_procgen.py", "ppo_atari_multigpu.py"]
+DIVIDER = "# " + "=" * 117  # the line above "# Run plumbing: ..."
+ORDER = ["Args", "make_env", "layer_init", "Agent", "compute_gae", "ppo_loss", "evaluate", "main"]
+
+
+def parts(script):
+    """(the text above the divider, the text from the divider to the end) of a script."""
+    text = (REPO / script).read_text()
+    start = text.index(DIVIDER + "\n# Run plumbing")
+    return text[:start], text[start:]
+
+
+def test_the_plumbing_is_the_same_text_in_every_script():
+    reference = parts("ppo.py")[1]
+    assert reference.endswith('\n\nif __name__ == "__main__":\n    main(tyro.cli(Args))\n')
+    for script in SCRIPTS:
+        text = (REPO / script).read_text()
+        assert text.count(DIVIDER + "\n# Run plumbing") == 1, script  # one divider
+        assert parts(script)[1] == reference, f"{script}: its plumbing differs from ppo.py's"
+
+
+def test_the_ctrl_c_guard_before_the_imports_is_the_same_in_every_script():
+    """Before the slow imports, `python <script>` lets Ctrl-C end the process without a traceback."""
+    guard = ('import signal\n\nif __name__ == "__main__":  # before the imports below (seconds): until training starts, '
+             'Ctrl-C ends the process quietly\n    signal.signal(signal.SIGINT, signal.SIG_DFL)\nimport contextlib\n')
+    for script in SCRIPTS:
+        head = parts(script)[0]
+        assert head.index(guard) < head.index("import torch"), script
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_ppo_first_in_reading_order_then_the_plumbing(script):
+    """Module level: the PPO definitions in reading order above the divider, the Run class below it, and nothing that
+    runs but the __main__ guards. main reaches the plumbing only through Run's few public names."""
+    ppo, plumbing = parts(script)
+    top = [node.name for node in ast.parse(ppo).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    assert [name for name in top if name in ORDER] == ORDER, top
+    below = ast.parse(plumbing).body
+    assert [node.name for node in below if isinstance(node, ast.ClassDef)] == ["Run"]
+    assert not [node for node in below if isinstance(node, ast.FunctionDef)]
+    for node in ast.parse(ppo + plumbing).body:  # definitions, imports and constants only
+        docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        assert docstring or isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign,
+                                              ast.If)), ast.dump(node)[:80]
+        if isinstance(node, ast.If):
+            assert ast.unparse(node.test) == "__name__ == '__main__'"
+    main = next(node for node in ast.parse(ppo).body if getattr(node, "name", None) == "main")
+    used = {node.attr for node in ast.walk(main) if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "run"}
+    assert used <= {"fail", "load", "start", "iterations", "seed", "name", "start_iteration", "recent_returns"}, used
