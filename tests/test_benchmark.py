@@ -241,6 +241,29 @@ def test_usage_errors(fake):
     assert_usage_error(run_report(fake, "--runs", ".", "--last", 0), "--last")
 
 
+@pytest.mark.parametrize("tool, shown", [
+    ("run.py", ["--seeds: (default: 1 2 3)", "--grace: (default: 30.0)", "--threads: (default: cores // workers"]),
+    ("report.py", ["--std: (default: population)", "--reference: (default: benchmark/reference.csv)"]),
+])
+def test_help_names_each_default_once(tool, shown):
+    """--help: every option's default appears once, either as the help's own words or as argparse's "(default: X)",
+    and no option says "(default: None)"."""
+    proc = run_tool(tool, "--help")
+    assert_ok(proc)
+    options, name = {}, None
+    for line in proc.stdout[proc.stdout.index("options:"):].splitlines()[1:]:
+        if line.startswith("  -"):
+            name = line.split()[0].rstrip(",")
+        options[name] = options.get(name, "") + " " + line.strip()
+    assert len(options) > 5, proc.stdout
+    for name, text in options.items():
+        assert text.count("(default") <= 1, (name, text)
+        assert "(default: None)" not in text and "(default: False)" not in text, (name, text)
+    for item in shown:
+        name, default = item.split(": ", 1)
+        assert default in options[name], (name, options[name])
+
+
 # ---------------------------------------------------------------------------------------------- report.py
 
 def write_run(runs, env_id, exp_name, seed, stamp, total, returns, sps, wall, last_step=None, t0=1000.0, args=None):
