@@ -606,9 +606,9 @@ def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
         assert int(table_row(report[report.index("## Random play"):], random_env_id)[1]) == (1 if sweep == "atari.sh" else 100)  # episodes
 
 
-def run_speed(*args, **env):
+def run_speed(*args, cwd=None, **env):
     return subprocess.run(["bash", str(REPO / "benchmark" / "speed.sh"), *args], capture_output=True, text=True,
-                          env=test_env(**env), timeout=120)
+                          env=test_env(**env), timeout=120, cwd=cwd)
 
 
 def test_speed_sh_times_two_commands_against_each_other(tmp_path):
@@ -635,6 +635,47 @@ def test_speed_sh_refuses_what_it_does_not_know(tmp_path):
         assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and fragment in proc.stderr, proc.stderr
     proc = run_speed("false x", REPEATS="1")
     assert proc.returncode == 1 and "A run 1: failed (exit 1)" in proc.stdout
+
+
+def test_speed_sh_gives_both_scripts_of_an_a_b_run_the_same_arguments(tmp_path):
+    """ppo.py (in speed.sh's list) against a copy that is not: both run with ppo.py's arguments, in either order;
+    two scripts outside the list both get --total-timesteps $STEPS. `python` is a stand-in that records its
+    arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f'#!/bin/bash\necho "$*" >> {tmp_path / "calls.txt"}\necho "SPS 1"\n')
+    (bin_dir / "python").chmod(0o755)
+    for name in ("ppo_mod.py", "other.py"):
+        (tmp_path / name).write_text("")
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    for pair, expected in ((("ppo.py", "ppo_mod.py"), "--env-id CartPole-v1 --total-timesteps 500000"),
+                           (("ppo_mod.py", "ppo.py"), "--env-id CartPole-v1 --total-timesteps 500000"),
+                           (("other.py", "ppo_mod.py"), "--total-timesteps 1234")):
+        (tmp_path / "calls.txt").unlink(missing_ok=True)
+        assert_ok(run_speed(*pair, cwd=tmp_path, PATH=path, REPEATS="1", STEPS="1234" if "other.py" in pair else ""))
+        assert (tmp_path / "calls.txt").read_text().splitlines() == [f"{script} {expected}" for script in pair]
+
+
+def test_speed_sh_stopped_stops_its_run(tmp_path):
+    """kill (SIGTERM) of speed.sh while a run is under way: the run is stopped too, speed.sh exits 143."""
+    pid_file = tmp_path / "pid"
+    command = f"python3 -c 'import os, time; open(\"{pid_file}\", \"w\").write(str(os.getpid())); time.sleep(600)'"
+    proc = subprocess.Popen(["bash", str(REPO / "benchmark" / "speed.sh"), command], env=test_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60  # safety nets against a hang, not timing assertions
+    while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
+        time.sleep(0.1)
+    run = int(pid_file.read_text())
+    try:
+        proc.terminate()
+        proc.communicate(timeout=60)
+        assert proc.returncode == 143
+        while os.path.exists(f"/proc/{run}") and time.time() < deadline:  # the run's process is gone
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{run}")
+    finally:
+        if os.path.exists(f"/proc/{run}"):
+            os.kill(run, signal.SIGKILL)
 
 
 def test_random_play_counts_whole_episodes_without_the_reset_step(tmp_path):
