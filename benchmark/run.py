@@ -572,7 +572,8 @@ def parse_args(argv=None):
     parser.add_argument("--dry-run", action="store_true",
                         help="print the runs and whether they would be skipped (with --slurm, the batch script); "
                              "run, write and submit nothing")
-    slurm = parser.add_argument_group("Slurm", "With --slurm the runs become one job array; these set its #SBATCH lines.")
+    slurm = parser.add_argument_group("Slurm", "With --slurm the runs become one job array; these options set its "
+                                               "#SBATCH lines.")
     slurm.add_argument("--slurm", action="store_true",
                        help="submit the runs not done as one sbatch job array, one task per run, at most --workers at "
                             "once, instead of running them here")

@@ -103,7 +103,10 @@ if [ $# -eq 0 ]; then
     for script in $LIST; do names+=("$script"); commands+=("$(command_of "$script")"); done
 else
     labels=(A B)
-    for arg in "$@"; do names+=("${labels[${#names[@]}]}"); commands+=("$(command_of "$arg" "$shared")"); done
+    for arg in "$@"; do
+        names+=("${labels[${#names[@]}]}")
+        commands+=("$(command_of "$arg" "$shared")")
+    done
 fi
 
 load() { echo "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"; }
