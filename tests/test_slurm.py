@@ -1,4 +1,4 @@
-"""benchmark/run.py --slurm on a real Slurm: a single-node cluster on this machine
+"""benchmark/run.py --slurm and benchmark/slurm_multinode.sh on a real Slurm: a single-node cluster on this machine
 (benchmark/local_slurm.sh), started once for the module and stopped after it. Skipped, with the reason, where Slurm
 is not installed or does not start (apt-get install slurmctld slurmd slurm-client munge); failed under CI=true."""
 
@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import REPO, assert_ok, missing, read_scalars, test_env
+from helpers import REPO, assert_ok, missing, need, read_scalars, test_env
 from test_benchmark import main_table, run_tool, states
 
 LOCAL_SLURM = REPO / "benchmark" / "local_slurm.sh"
@@ -153,3 +153,23 @@ def test_a_cancelled_task_is_unfinished_and_continues_from_its_checkpoint(slurm,
     (row,) = main_table(proc.stdout)
     assert row[2:4] == ["4096", "1 (1)"] and row[4].startswith(f"{returns_of(tmp_path / 'runs' / folder):.2f}")
 
+
+def test_the_multinode_script_joins_two_tasks_into_one_run(slurm, tmp_path):
+    """benchmark/slurm_multinode.sh with two Slurm tasks standing in for two machines, one torchrun and one process
+    each: the job completes with exit code 0 (srun's: every task's), both tasks ran, and they trained one run (two
+    separate worlds would have made two run folders)."""
+    need("ale_py")
+    need("cv2")
+    job = slurm_command(
+        dict(slurm, NPROC="1", SCRIPT=str(REPO / "ppo_atari_multigpu.py")), "sbatch", "--parsable", "--chdir", tmp_path,
+        "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--cpus-per-task=1", f"--output={tmp_path}/job.out",
+        REPO / "benchmark" / "slurm_multinode.sh", "--env-id", "BreakoutNoFrameskip-v4", "--num-envs", 2,
+        "--num-steps", 16, "--num-minibatches", 1, "--update-epochs", 1, "--total-timesteps", 64).strip()
+    wait_for(slurm, job)
+    output = (tmp_path / "job.out").read_text()
+    info = slurm_command(slurm, "scontrol", "show", "job", job)
+    assert "JobState=COMPLETED" in info and " ExitCode=0:0" in info, output
+    assert re.search(r"^0: ", output, re.M) and re.search(r"^1: ", output, re.M), output  # both tasks' lines
+    (run,) = (tmp_path / "runs").iterdir()
+    assert json.loads((run / "args.json").read_text())["num_envs"] == 2
+    assert read_scalars(run)["charts/SPS"][-1][0] == 64
