@@ -450,7 +450,7 @@ def queued_in_slurm(out):
             for i, item in enumerate(submission["runs"]) if (submission["job_id"], str(i)) in alive}
 
 
-def batch_script(args, listing, runs, name):
+def batch_script(args, out, listing, runs, name):
     """The sbatch script of a submission: the shebang and #SBATCH lines of --slurm-template (or #!/bin/bash), a
     comment naming each task's run, the runner's #SBATCH lines (after the template's: where both set an option, the
     runner's wins), the template's commands, and the one command every task runs."""
@@ -459,7 +459,10 @@ def batch_script(args, listing, runs, name):
         lines.insert(0, "#!/bin/bash")
     end = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), len(lines))
     about = [f"# benchmark/run.py --slurm: {len(runs)} runs of `{args.command}`, one array task each:"]
-    about += [f"#   task {i}: {run.env_id} seed {run.seed}" for i, run in enumerate(runs)]
+    for i, run in enumerate(runs):  # the checkpoint each would continue from now (the task decides when it starts)
+        folder = earlier_folder(out, run)
+        checkpoint = checkpoint_in(args.cwd, folder, run) if folder else None
+        about.append(f"#   task {i}: {run.env_id} seed {run.seed}{f' (continues {checkpoint})' if checkpoint else ''}")
     options = [f"job-name={name}", f"array=0-{len(runs) - 1}%{args.workers}", f"output={listing.parent}/%A_%a.out",
                "open-mode=append", "requeue"]  # requeue: a task that is preempted or loses its node runs again
     options += [f"{flag}={value}" for flag, value in (
@@ -482,7 +485,7 @@ def submit(args, out, runs):
     (--dry-run: print the script, write and submit nothing). Returns the exit code."""
     name = script_name(runs[0].argv)
     listing = out.resolve() / "slurm" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
-    script = batch_script(args, listing, runs, name)
+    script = batch_script(args, out, listing, runs, name)
     if args.dry_run:
         print(f"the batch script (written to {listing.with_suffix('.sh')} and submitted without --dry-run):")
         print(script, end="")

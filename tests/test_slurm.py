@@ -135,6 +135,8 @@ def test_a_cancelled_task_is_unfinished_and_continues_from_its_checkpoint(slurm,
     assert (state["status"], state["returncode"], state["run_names"]) == ("interrupted", 143, [folder]), state
     log = (tmp_path / "out" / f"ppo__CartPole-v1__1__{state['key']}.log").read_text()
     assert "interrupted at step" in log and not re.search(r"step +4096/4096", log)  # stopped mid-run
+    proc = run_tool("run.py", *grid, "--slurm", "--dry-run", cwd=tmp_path, **slurm)
+    assert f"#   task 0: CartPole-v1 seed 1 (continues runs/{folder}/ppo.pt)" in proc.stdout, proc.stdout
 
     job = submit(slurm, tmp_path, *grid)
     wait_for(slurm, job)
