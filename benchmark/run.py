@@ -319,10 +319,10 @@ def still_running(state):
         os.kill(pid, 0)
     except (ProcessLookupError, PermissionError, OverflowError):
         return None
-    try:  # a pid used again by another program is not the run
-        if Path(state["argv"][1]).name.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes():
+    try:  # a pid used again by another program is not the run (a zombie has no command line either)
+        if script_name(state["argv"]).encode() not in Path(f"/proc/{pid}/cmdline").read_bytes():
             return None
-    except (OSError, IndexError, KeyError):
+    except (OSError, IndexError, KeyError, TypeError):
         pass
     return pid
 
@@ -354,8 +354,9 @@ def finish(out, cwd, run, stopped=False):
     run.returncode = run.process.returncode if run.process is not None else 127  # 127: not started
     wall = time.time() - run.started
     status = outcome(run.returncode, stopped)
-    names, taken, claimed = [run.resumed] if run.resumed else find_run_names(cwd, run), [], {}
+    names, taken, claimed = [run.resumed], [], {}  # a resumed run is in the folder it continued
     if not run.resumed:
+        names = find_run_names(cwd, run)
         claimed = {name: (path.name, state.get("ended", 0)) for path, state in read_states(out).items()
                    if path.stem != run.stem and state.get("status") == "done" for name in state.get("run_names", [])}
         # a folder recorded for another run is this run's too when that run was still going when this one started,
@@ -695,7 +696,12 @@ def main(argv=None):
         counts = f"{done}/{total} done | {len(running)} running | {len(failed)} failed"
         print(f"[{counts} | {hms(time.time() - t0)}] {event}", flush=True)
 
-    def handle_signal(signum, frame):  # SIGTERM is treated like Ctrl-C
+    terminal = [fd for fd in (1, 2) if os.isatty(fd)]
+
+    def handle_signal(signum, frame):  # SIGTERM and SIGHUP are treated like Ctrl-C
+        if signum == signal.SIGHUP:  # the terminal is gone: what is printed from now on would fail there
+            for fd in terminal:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handle_signal)

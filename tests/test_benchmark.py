@@ -1,5 +1,6 @@
 """benchmark/run.py (the runner) and benchmark/report.py (the report), on fake runs: no real training here."""
 
+import contextlib
 import json
 import os
 import signal
@@ -219,6 +220,38 @@ def test_ctrl_c_then_a_restart_continues_each_run_from_its_checkpoint(fake):
         log = (fake / "out" / f"fake__EnvA-v0__{seed}__{state['key']}.log").read_text()
         assert log.count("$ cd ") == 2 and "fake got SIGINT" in log  # both parts of the run
     assert "2 already done" in run_runner(fake, *grid).stdout  # and nothing is left to run
+
+
+def test_a_closed_terminal_stops_the_runs_as_ctrl_c_does(fake):
+    """The runner in a terminal that goes away (SIGHUP, its output can no longer be written): its run is stopped and
+    recorded as interrupted, with its folder, rather than left running unrecorded."""
+    import pty
+
+    argv = [sys.executable, str(RUNNER), "--command", "python fake.py --checkpoint-every 1 --sleep 600", "--env-ids",
+            "EnvA-v0", "--seeds", "1", "--out", "out"]
+    here = os.getcwd()
+    pid, terminal = pty.fork()
+    if pid == 0:  # the runner, in a new session whose terminal is the pty
+        try:
+            os.chdir(fake)
+            os.execve(argv[0], argv, test_env())
+        finally:
+            os._exit(127)
+    assert os.getcwd() == here
+    deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
+    while not (list(fake.glob("runs/*/fake.pt")) and "fake run" in "".join(
+            p.read_text() for p in (fake / "out").glob("*.log"))) and time.time() < deadline:
+        time.sleep(0.1)
+    os.close(terminal)  # hang up
+    _, status = os.waitpid(pid, 0)
+    state = states(fake / "out")[("EnvA-v0", 1)]
+    try:
+        assert os.waitstatus_to_exitcode(status) == 130
+        (folder,) = (fake / "runs").iterdir()
+        assert (state["status"], state["returncode"], state["run_names"]) == ("interrupted", 130, [folder.name])
+    finally:  # a run left going would sleep on
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(state["pid"], signal.SIGKILL)
 
 
 def test_runs_of_a_killed_runner_are_not_started_twice(fake):
