@@ -10,14 +10,14 @@
 # The node is this machine, named localhost, with the cores and memory `slurmd -C` finds, in one partition, `local`.
 # Cores are handed out one by one (several jobs run at once), memory is not counted. No accounting database: `sacct`
 # is off; `squeue -t all`, `scontrol show job ID` and DIR/jobcomp.txt (one line per finished job) say what happened.
-# The controller and node listen on ports 6817 and 6818 of 127.0.0.1 (LOCAL_SLURM_PORT=N: N and N+1), so a real Slurm
-# on the same machine must be stopped first. Job ids start at 1 in a new DIR. Exit code: 0, 1 when a daemon did not
-# come up (its log is printed), 2 for bad arguments.
+# The controller and the node use ports 6817 and 6818 (LOCAL_SLURM_PORT=N: N and N+1; the tests pick free ones), so
+# a Slurm already running on the same machine must use others. Job ids start at 1 in a new DIR. Exit code: 0, 1 when
+# a daemon did not come up (its log is printed), 2 for bad arguments.
 set -euo pipefail
 PATH=$PATH:/usr/sbin:/sbin  # where Debian puts the daemons
 
 die() {
-    echo "local_slurm.sh: error: $*" >&2
+    echo "local_slurm.sh: error: $1" >&2
     exit "${2:-2}"
 }
 
@@ -36,7 +36,7 @@ stop() {
 
 start() {
     local dir=$1 port=${LOCAL_SLURM_PORT:-6817} user node
-    for program in munged mungekey slurmctld slurmd sinfo sbatch; do
+    for program in munged slurmctld slurmd sinfo sbatch; do
         command -v "$program" >/dev/null ||
             die "$program not found: apt-get install slurmctld slurmd slurm-client munge"
     done
@@ -47,7 +47,12 @@ start() {
     chmod 755 "$dir" "$dir/munge"  # munged refuses a socket folder others cannot enter
     user=$(id -un)
 
-    mungekey -c -k "$dir/munge.key" 2>/dev/null || die "mungekey could not make a key in $dir" 1
+    if command -v mungekey >/dev/null; then  # munge 0.5.14 and later
+        mungekey -c -k "$dir/munge.key" || die "mungekey could not make a key in $dir" 1
+    else
+        head -c 1024 /dev/urandom > "$dir/munge.key"
+        chmod 600 "$dir/munge.key"
+    fi
     munged --force --key-file "$dir/munge.key" --socket "$dir/munge/munge.socket" --pid-file "$dir/munged.pid" \
         --log-file "$dir/munged.log" --seed-file "$dir/munged.seed" || { cat "$dir/munged.log" >&2; exit 1; }
 
