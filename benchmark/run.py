@@ -437,8 +437,8 @@ def queued_in_slurm(out):
     if not submitted:
         return {}
     try:
-        proc = subprocess.run(["squeue", "--me", "--noheader", "--array", "--format", "%F %K"], capture_output=True,
-                              text=True, timeout=120)
+        proc = subprocess.run(["squeue", "--user", str(os.getuid()), "--noheader", "--array", "--format", "%F %K"],
+                              capture_output=True, text=True, timeout=120)
         alive = {tuple(line.split()[:2]) for line in proc.stdout.splitlines()} if proc.returncode == 0 else None
         why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -519,6 +519,10 @@ def run_task(listing):
     runs it. Slurm sends SIGTERM to every process of a task that is cancelled, reaches its time limit or is
     preempted: the run stops by itself (and saves its checkpoint), the task waits for it (SIGKILL after the grace
     seconds) and records it as interrupted. Exit code: 0 done, 1 failed, 143 interrupted."""
+    if "SLURM_ARRAY_TASK_ID" not in os.environ:
+        print("run.py: error: --slurm-task runs inside a Slurm array task (the batch script of --slurm calls it)",
+              file=sys.stderr)
+        return 2
     submission = json.loads(Path(listing).read_text())
     item = submission["runs"][int(os.environ["SLURM_ARRAY_TASK_ID"])]
     out, cwd = Path(submission["out"]), submission["cwd"]
