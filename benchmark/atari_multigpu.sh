@@ -14,8 +14,8 @@
 #
 # Each run is `torchrun --standalone --nproc_per_node=$NPROC ppo_atari_multigpu.py ... --env-id ENV --seed SEED`;
 # --standalone picks a free port per run, so WORKERS runs can go at once (each uses NPROC CPU cores for its envs).
-# Several machines per run: see docs/multigpu.md (torchrun --nnodes, --rdzv-backend c10d, --rdzv-endpoint); this script
-# runs single-machine launches only.
+# Several machines per run: see docs/multigpu.md (torchrun --nnodes, --rdzv-backend c10d, --rdzv-endpoint) and, on
+# Slurm, benchmark/slurm_multinode.sh; this script runs single-machine launches only.
 # Restartable: run it again after a Ctrl-C or a failure and only the unfinished runs run (benchmark/run.py).
 # Runs, logs and state go to $OUT (default benchmark/out/atari_multigpu, gitignored); the report to $REPORT.
 set -euo pipefail

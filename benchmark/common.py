@@ -8,11 +8,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Each option's help, then its default once: "(default: X)" is added unless the help names the default itself
+    or there is none to name (a required option, a flag that is off, an option that is unset by default)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "(default" in text or action.required or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        default = " ".join(map(str, action.default)) if isinstance(action.default, list) else str(action.default)
+        return f"{text} (default: {default.replace('%', '%%')})"
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with bad input reported the way the ppo*.py scripts do it: one line on stderr, exit code 2."""
 
     def __init__(self, **kwargs):
-        super().__init__(formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
+        super().__init__(formatter_class=HelpFormatter, **kwargs)
 
     def error(self, message):
         print(f"{self.prog}: error: {message}", file=sys.stderr)

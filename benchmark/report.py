@@ -125,7 +125,7 @@ def read_sweep(folders):
     env id and seed), the done one first when there are several. A file that is not a state file is skipped with a
     one-line warning."""
     best = {}
-    rank = {"done": 0, "failed": 1, "interrupted": 2, "pending": 3}
+    rank = {"done": 0, "failed": 1, "interrupted": 2, "running": 3, "pending": 4}
     for folder in folders:
         for path in sorted(Path(folder).glob("*.json")):
             try:
@@ -427,7 +427,7 @@ class Report:
             if status == "failed":
                 why = f"failed (exit {state.get('returncode')}): {state.get('error', '')}"
             elif status != "done":
-                why = "not finished (interrupted, or not run yet)"
+                why = f"not finished ({status or 'no status'})"
             elif not state.get("run_names"):
                 why = "done, but no run folder of it was found"
             elif not any(name in self.read for name in state["run_names"]):

@@ -1,22 +1,35 @@
-"""Run a grid of training runs (env ids x seeds), each in its own process, a few at a time; restartable.
+"""Run a grid of training runs (env ids x seeds), each in its own process, a few at a time, here or as a Slurm job
+array; restartable, and unfinished runs continue from their checkpoints.
 
     python benchmark/run.py --command "python ppo.py --total-timesteps 500000" \\
         --env-ids CartPole-v1 Acrobot-v1 MountainCar-v0 --seeds 1 2 3 --workers 2
+    python benchmark/run.py --slurm --partition cpu --time 02:00:00 --workers 9 --command ... # the same, on Slurm
 
 Each run is `{command} --env-id ENV --seed SEED`. What the runner keeps, under --out (default benchmark/out/<script>):
     <script>__<env>__<seed>__<key>.log   everything the run printed (stdout and stderr)
-    <script>__<env>__<seed>__<key>.json  its state: "pending" (asked for, not finished), "done" (exit 0) or "failed"
-                                         (exit code and the error line), times, the command, the sha1 of the files
-                                         the command names, the run folder it wrote in runs/ and that folder's
-                                         args.json (the script and every resolved setting)
+    <script>__<env>__<seed>__<key>.json  its state: "pending" (asked for, not started), "running", "done" (exit 0),
+                                         "failed" (exit code and the error line) or "interrupted" (stopped by a
+                                         signal: Ctrl-C, scancel, a time limit, a preemption); times, the command,
+                                         the sha1 of the files the command names, the run folder it writes in runs/
+                                         (recorded as soon as it exists) and that folder's args.json (the script
+                                         and every resolved setting)
 A run is identified by its command (its words: extra spaces do not matter), env id and seed. Arms of a sweep are
 several commands (e.g. two learning rates) run into one --out: report.py --sweep then compares them. Started again
-with the same arguments, the runner skips the runs recorded as done and runs the rest (the failed and the unfinished
-ones). With --rerun-on-edit, a run done before counts only if the files the command names (e.g. ppo.py) are
-unchanged since. A run folder belongs to one run: a run that finds its folder recorded for another run (two runs
-that wrote into one folder) is recorded as failed. Ctrl-C stops the runs (each gets SIGINT, then SIGKILL after
---grace seconds, or at once on a second Ctrl-C) and leaves them unfinished. Exit code: 0 when every run succeeded,
-1 when some failed, 130 when interrupted, 2 for bad arguments.
+with the same arguments, the runner skips the runs recorded as done and runs the rest. A run that did not finish
+(pending, running or interrupted) and left a checkpoint in its run folder (runs/<run>/<exp_name>.pt: the command has
+--checkpoint-every N or --save-model) continues from it with --resume, in its own folder; a failed run, or one
+without a checkpoint, starts over. With --rerun-on-edit, a run done before counts only if the files the command
+names (e.g. ppo.py) are unchanged since. A run folder belongs to one run: a run that finds its folder recorded for
+another run (two runs that wrote into one folder) is recorded as failed. Ctrl-C stops the runs (each gets SIGINT,
+then SIGKILL after --grace seconds, or at once on a second Ctrl-C) and leaves them interrupted. Exit code: 0 when
+every run succeeded, 1 when some failed or were stopped, 130 when interrupted, 2 for bad arguments.
+
+--slurm: the runs not done, and not still queued or running in Slurm from an earlier submission of this --out, become
+one `sbatch` job array, one task per run, at most --workers at once. The batch script and the list of its runs are
+kept in <out>/slurm/ (each task's own Slurm output too); every task runs `run.py --slurm-task <list>`, which runs its
+one run as a local worker does and writes the same log and state files. Slurm sends SIGTERM to every process of a
+task that is cancelled, reaches its time limit or is preempted, then SIGKILL: the run saves its checkpoint and the
+task records it as interrupted; a requeued task, or the sweep submitted again, continues it.
 
 Stdlib only (and benchmark/common.py). The training scripts log to runs/ under the working directory (--cwd,
 default: the current one).
@@ -26,7 +39,9 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,6 +64,8 @@ class Run:
     started: float = 0.0
     returncode: Optional[int] = None
     state: dict = field(default_factory=dict)
+    resumed: Optional[str] = None  # the run folder (under runs/) it continues, when started with --resume
+    looked: float = 0.0  # when its run folder was last looked for
 
 
 def file_digest(path):
@@ -130,10 +147,7 @@ def done_before(states, run):
 def write_state(out, run, **fields):
     """Write the run's state file atomically (a reader never sees half a file)."""
     run.state.update(fields)
-    path = out / f"{run.stem}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(run.state, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_json(out / f"{run.stem}.json", run.state)
 
 
 def tail_lines(path, size=8192):
@@ -246,20 +260,120 @@ def hms(seconds):
     return time.strftime("%H:%M:%S", time.gmtime(seconds))
 
 
+UNFINISHED = ("pending", "running", "interrupted")
+
+
+def earlier_folder(out, run):
+    """The run folder (under runs/) that an unfinished earlier attempt of this run recorded in its state file, or
+    None (never started, done, failed, or stopped before its folder existed)."""
+    try:
+        state = json.loads((out / f"{run.stem}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    names = state.get("run_names") if isinstance(state, dict) and state.get("status") in UNFINISHED else None
+    return names[0] if names else None
+
+
+def checkpoint_in(cwd, folder, run):
+    """The checkpoint a script keeps in its run folder, runs/<folder>/<exp_name>.pt (relative to cwd), when it exists;
+    exp_name from the folder's args.json, else the command's --exp-name, else the script's name."""
+    written = read_args_json(cwd, folder) or {}
+    exp_name = written.get("exp_name") or command_settings(run.argv).get("exp_name") or script_name(run.argv)
+    path = f"runs/{folder}/{exp_name}.pt"
+    return path if (Path(cwd) / path).is_file() else None
+
+
 def start(run, out, cwd, threads):
+    """Start a run: with --resume its checkpoint when an unfinished attempt left one, else from the beginning."""
+    folder = earlier_folder(out, run)
+    checkpoint = checkpoint_in(cwd, folder, run) if folder else None
+    run.resumed = folder if checkpoint else None
+    argv = run.argv + (["--resume", checkpoint] if checkpoint else [])
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    run.log_file = open(out / f"{run.stem}.log", "w")
-    run.log_file.write(f"$ cd {shlex.quote(os.path.abspath(cwd))} && OMP_NUM_THREADS={threads} "
-                       f"{shlex.join(run.argv)}\n")
+    run.log_file = open(out / f"{run.stem}.log", "a" if checkpoint else "w")  # a resumed run's log goes on
+    run.log_file.write(f"$ cd {shlex.quote(os.path.abspath(cwd))} && OMP_NUM_THREADS={threads} {shlex.join(argv)}\n")
     run.log_file.flush()
     run.started = time.time()
     # Its own process group: a Ctrl-C in the terminal reaches only the runner, which then stops each run itself.
     try:
-        run.process = subprocess.Popen(run.argv, cwd=cwd, env=env, stdout=run.log_file, stderr=subprocess.STDOUT,
+        run.process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=run.log_file, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, start_new_session=True)
     except OSError as e:  # e.g. the program does not exist: this run fails, the others go on
         run.log_file.write(f"cannot start: {e}\n")
         run.process = None
+    job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    for stale in ("returncode", "error", "ended", "wall_s", "args"):  # of an earlier attempt
+        run.state.pop(stale, None)
+    write_state(out, run, status="running", started=run.started, host=socket.gethostname(), resumed_from=checkpoint,
+                pid=run.process.pid if run.process else None, run_names=[folder] if checkpoint else [],
+                slurm_job=f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID')}" if job else None)
+
+
+def still_running(state):
+    """The pid of the process a state records as running on this machine, if that process is still alive (e.g. a
+    run of a runner that was killed, or of another runner on the same --out), else None."""
+    pid = state.get("pid")
+    if state.get("status") != "running" or not pid or state.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError, OverflowError):
+        return None
+    try:  # a pid used again by another program is not the run (a zombie has no command line either)
+        if script_name(state["argv"]).encode() not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return None
+    except (OSError, IndexError, KeyError, TypeError):
+        pass
+    return pid
+
+
+def note_folder(out, cwd, run):
+    """While a run goes on, record its run folder in its state as soon as there is exactly one: a run killed before
+    it could say how it ended (SIGKILL, a lost node) is then still found, and continued, by the next attempt."""
+    if run.state.get("run_names") or time.time() - run.looked < 2:
+        return
+    run.looked = time.time()
+    names = find_run_names(cwd, run)
+    if len(names) == 1:
+        write_state(out, run, run_names=names)
+
+
+def outcome(returncode, stopped):
+    """"done" (exit 0), "interrupted" (the runner was stopped, or the run ended by SIGINT, SIGTERM or SIGKILL: exit
+    130, 143, 137 or killed) or "failed"."""
+    if returncode == 0:
+        return "done"
+    if stopped or returncode < 0 or returncode in (130, 137, 143):
+        return "interrupted"
+    return "failed"
+
+
+def finish(out, cwd, run, stopped=False):
+    """Record how a run that has ended ended (its state file); returns its status."""
+    run.log_file.close()
+    run.returncode = run.process.returncode if run.process is not None else 127  # 127: not started
+    wall = time.time() - run.started
+    status = outcome(run.returncode, stopped)
+    names, taken, claimed = [run.resumed], [], {}  # a resumed run is in the folder it continued
+    if not run.resumed:
+        names = find_run_names(cwd, run)
+        claimed = {name: (path.name, state.get("ended", 0)) for path, state in read_states(out).items()
+                   if path.stem != run.stem and state.get("status") == "done" for name in state.get("run_names", [])}
+        # a folder recorded for another run is this run's too when that run was still going when this one started,
+        # or when this run wrote into it (an older script that reuses a folder of the same second)
+        taken = [name for name in names if name in claimed and (
+            claimed[name][1] >= run.started or last_write(Path(cwd) / "runs" / name) >= run.started)]
+        names = [name for name in names if name not in claimed]
+    error = {"done": "", "interrupted": f"stopped by a signal (exit {run.returncode})"}.get(status) or \
+        error_line(out / f"{run.stem}.log")
+    if taken and status == "done":  # never two runs for one folder: its scalars would mix both
+        status = "failed"
+        error = (f"its run folder runs/{taken[0]} is recorded for another run ({claimed[taken[0]][0]}): two runs "
+                 f"wrote into one folder; run it again")
+    write_state(out, run, status=status, returncode=run.returncode, error=error, started=run.started,
+                ended=time.time(), wall_s=round(wall, 1), run_names=names,
+                args={name: read_args_json(cwd, name) for name in names})
+    return status
 
 
 class Hurry(Exception):
@@ -293,7 +407,6 @@ def stop_all(running, grace):
             signal_group(run, signal.SIGKILL)
     for run in running:
         run.process.wait()
-        run.log_file.close()
 
 
 def signal_group(run, signum):
@@ -303,8 +416,144 @@ def signal_group(run, signum):
         pass
 
 
+def mark_pending(out, run):
+    """Record a run as asked for (report.py --sweep lists a run that never finishes as missing), keeping the run folder
+    of an unfinished earlier attempt, which it will continue."""
+    folder = earlier_folder(out, run)
+    write_state(out, run, status="pending", run_names=[folder] if folder else [])
+
+
+def queued_in_slurm(out):
+    """{state file stem: Slurm array task} of the runs that earlier --slurm submissions into this --out left queued or
+    running (as squeue lists them): a new submission must not run them a second time."""
+    submitted = []
+    for path in sorted((out / "slurm").glob("*.json")):
+        try:
+            submission = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(submission, dict) and submission.get("job_id"):
+            submitted.append(submission)
+    if not submitted:
+        return {}
+    try:
+        proc = subprocess.run(["squeue", "--user", str(os.getuid()), "--noheader", "--array", "--format", "%F %K"],
+                              capture_output=True, text=True, timeout=120)
+        alive = {tuple(line.split()[:2]) for line in proc.stdout.splitlines()} if proc.returncode == 0 else None
+        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        alive, why = None, str(e)
+    if alive is None:
+        print(f"run.py: error: cannot ask squeue which runs of earlier submissions into {out} are still queued or "
+              f"running ({why})", file=sys.stderr)
+        raise SystemExit(1)
+    return {item["stem"]: f"{submission['job_id']}_{i}" for submission in submitted
+            for i, item in enumerate(submission["runs"]) if (submission["job_id"], str(i)) in alive}
+
+
+def batch_script(args, out, listing, runs, name):
+    """The sbatch script of a submission: the shebang and #SBATCH lines of --slurm-template (or #!/bin/bash), a
+    comment naming each task's run, the runner's #SBATCH lines (after the template's: where both set an option, the
+    runner's wins), the template's commands, and the one command every task runs."""
+    lines = Path(args.slurm_template).read_text().splitlines() if args.slurm_template else []
+    if not lines or not lines[0].startswith("#!"):
+        lines.insert(0, "#!/bin/bash")
+    end = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), len(lines))
+    about = [f"# benchmark/run.py --slurm: {len(runs)} runs of `{args.command}`, one array task each:"]
+    for i, run in enumerate(runs):  # the checkpoint each would continue from now (the task decides when it starts)
+        folder = earlier_folder(out, run)
+        checkpoint = checkpoint_in(args.cwd, folder, run) if folder else None
+        about.append(f"#   task {i}: {run.env_id} seed {run.seed}{f' (continues {checkpoint})' if checkpoint else ''}")
+    options = [f"job-name={name}", f"array=0-{len(runs) - 1}%{args.workers}", f"output={listing.parent}/%A_%a.out",
+               "open-mode=append", "requeue"]  # requeue: a task that is preempted or loses its node runs again
+    options += [f"{flag}={value}" for flag, value in (
+        ("partition", args.partition), ("account", args.account), ("time", args.time),
+        ("cpus-per-task", args.cpus_per_task), ("gpus-per-task", args.gpus_per_task)) if value is not None]
+    options += [option.removeprefix("--") for option in args.sbatch]
+    task = shlex.join([sys.executable, str(Path(__file__).resolve()), "--slurm-task", str(listing)])
+    return "\n".join(lines[:end] + about + [f"#SBATCH --{option}" for option in options] + lines[end:] +
+                     [f"exec {task}"]) + "\n"
+
+
+def write_json(path, data):
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def submit(args, out, runs):
+    """--slurm: write the batch script and the list of its runs into <out>/slurm/ and submit them as one job array
+    (--dry-run: print the script, write and submit nothing). Returns the exit code."""
+    name = script_name(runs[0].argv)
+    listing = out.resolve() / "slurm" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
+    script = batch_script(args, out, listing, runs, name)
+    if args.dry_run:
+        print(f"the batch script (written to {listing.with_suffix('.sh')} and submitted without --dry-run):")
+        print(script, end="")
+        return 0
+    submission = {"out": str(out.resolve()), "cwd": os.path.abspath(args.cwd), "grace": args.grace,
+                  "threads": args.threads or args.cpus_per_task, "job_id": None,
+                  "runs": [{"env_id": run.env_id, "seed": run.seed, "argv": run.argv, "key": run.key,
+                            "stem": run.stem, "state": run.state} for run in runs]}
+    listing.parent.mkdir(exist_ok=True)
+    write_json(listing, submission)
+    listing.with_suffix(".sh").write_text(script)
+    for run in runs:  # before sbatch: a task that starts at once must find its state
+        mark_pending(out, run)
+    proc = subprocess.run(["sbatch", "--parsable", str(listing.with_suffix(".sh"))], capture_output=True, text=True)
+    if proc.returncode != 0:
+        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+        print(f"run.py: error: sbatch refused {listing.with_suffix('.sh')}: {why}", file=sys.stderr)
+        return 1
+    submission["job_id"] = proc.stdout.strip().split(";")[0]  # "123" or "123;cluster"
+    write_json(listing, submission)
+    print(f"submitted Slurm job {submission['job_id']}: {len(runs)} array tasks, at most {args.workers} at once; "
+          f"batch script {listing.with_suffix('.sh')}", flush=True)
+    print(f"  follow it with squeue --me; the state files in {out}/ say how each run ended; the same command again "
+          f"submits what did not finish", flush=True)
+    return 0
+
+
+def run_task(listing):
+    """Inside a Slurm array task: the run at $SLURM_ARRAY_TASK_ID of a submission's list, run as a local worker
+    runs it. Slurm sends SIGTERM to every process of a task that is cancelled, reaches its time limit or is
+    preempted: the run stops by itself (and saves its checkpoint), the task waits for it (SIGKILL after the grace
+    seconds) and records it as interrupted. Exit code: 0 done, 1 failed, 143 interrupted."""
+    if "SLURM_ARRAY_TASK_ID" not in os.environ:
+        print("run.py: error: --slurm-task runs inside a Slurm array task (the batch script of --slurm calls it)",
+              file=sys.stderr)
+        return 2
+    submission = json.loads(Path(listing).read_text())
+    item = submission["runs"][int(os.environ["SLURM_ARRAY_TASK_ID"])]
+    out, cwd = Path(submission["out"]), submission["cwd"]
+    run = Run(item["env_id"], item["seed"], item["argv"], item["key"], item["stem"], state=dict(item["state"]))
+    try:
+        if json.loads((out / f"{run.stem}.json").read_text()).get("status") == "done":
+            print(f"{run.env_id} seed {run.seed}: done before (a requeued task); nothing to do", flush=True)
+            return 0
+    except (OSError, ValueError, AttributeError):
+        pass
+    stopped = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: stopped.append(signum))
+    start(run, out, cwd, submission["threads"] or int(os.environ.get("SLURM_CPUS_PER_TASK") or 1))
+    resumes = f", continues {run.state['resumed_from']}" if run.resumed else ""
+    print(f"{socket.gethostname()}: {run.env_id} seed {run.seed}{resumes}; log {out / run.stem}.log", flush=True)
+    deadline = None
+    while run.process is not None and run.process.poll() is None:
+        time.sleep(0.5)
+        note_folder(out, cwd, run)
+        if stopped and deadline is None:
+            deadline = time.time() + submission["grace"]
+        if deadline is not None and time.time() > deadline:
+            signal_group(run, signal.SIGKILL)
+    status = finish(out, cwd, run, stopped=bool(stopped))
+    print(f"{run.env_id} seed {run.seed}: {status} (exit {run.returncode})", flush=True)
+    return {"done": 0, "failed": 1}.get(status, 143)
+
+
 def parse_args(argv=None):
-    parser = Parser(description=__doc__.split("\n")[0])
+    parser = Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--command", required=True,
                         help='the training command without --env-id and --seed, e.g. '
                              '"python ppo.py --total-timesteps 500000"')
@@ -312,18 +561,42 @@ def parse_args(argv=None):
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="the seeds of each env")
     seeds.add_argument("--num-seeds", type=int, help="shorthand for --seeds 1 2 ... N")
-    parser.add_argument("--workers", type=int, default=1, help="runs at the same time (at most the number of cores)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="runs at the same time: here at most the number of cores; with --slurm the array tasks "
+                             "running at once (e.g. 20)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="OMP_NUM_THREADS of each run (default: cores // workers, at least 1)")
+                        help="OMP_NUM_THREADS of each run (default: cores // workers, at least 1; with --slurm, "
+                             "--cpus-per-task, else 1)")
     parser.add_argument("--out", default=None, help="folder for logs and state files (default benchmark/out/<script>)")
     parser.add_argument("--cwd", default=".",
                         help="working directory of the runs (their runs/ folder lands there); made if missing")
-    parser.add_argument("--grace", type=float, default=30.0, help="seconds a run gets to stop after Ctrl-C")
+    parser.add_argument("--grace", type=float, default=30.0,
+                        help="seconds a run gets to stop after Ctrl-C (in a Slurm task: after SIGTERM) before it is "
+                             "killed")
     parser.add_argument("--status-every", type=float, default=60.0,
                         help="seconds between status lines that show each running run's last output line")
     parser.add_argument("--rerun-on-edit", action="store_true",
                         help="a run done before counts only if the files the command names (the script) are unchanged")
-    parser.add_argument("--dry-run", action="store_true", help="print the runs and whether they would be skipped")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the runs and whether they would be skipped (with --slurm, the batch script); "
+                             "run, write and submit nothing")
+    slurm = parser.add_argument_group("Slurm", "With --slurm the runs become one job array; these options set its "
+                                               "#SBATCH lines.")
+    slurm.add_argument("--slurm", action="store_true",
+                       help="submit the runs not done as one sbatch job array, one task per run, at most --workers at "
+                            "once, instead of running them here")
+    slurm.add_argument("--partition", help="the partition (queue) of the tasks")
+    slurm.add_argument("--account", help="the account the tasks are charged to")
+    slurm.add_argument("--time", help="the time limit of each task, e.g. 04:00:00 (a run it stops continues from its "
+                                      "checkpoint when the sweep is submitted again)")
+    slurm.add_argument("--cpus-per-task", type=int, help="cores of each task, e.g. 2 (also its OMP_NUM_THREADS)")
+    slurm.add_argument("--gpus-per-task", help="GPUs of each task, e.g. 1 or a100:1")
+    slurm.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
+                       help='an extra #SBATCH line, repeatable: --sbatch mem=16G, --sbatch "qos=preemptible" (the '
+                            'leading -- may be left out)')
+    slurm.add_argument("--slurm-template", metavar="FILE",
+                       help="the site's header of the batch script instead of #!/bin/bash: its shebang, #SBATCH lines "
+                            "and setup commands (module load ..., source venv/bin/activate)")
     args = parser.parse_args(argv)
     if args.num_seeds is not None:
         if args.num_seeds < 1:
@@ -339,10 +612,33 @@ def parse_args(argv=None):
         parser.error("--env-ids and --seeds must not repeat a value")
     if os.path.exists(args.cwd) and not os.path.isdir(args.cwd):
         parser.error(f"--cwd {args.cwd}: not a folder")
+    cluster = {"--partition": args.partition, "--account": args.account, "--time": args.time,
+               "--cpus-per-task": args.cpus_per_task, "--gpus-per-task": args.gpus_per_task,
+               "--sbatch": args.sbatch or None, "--slurm-template": args.slurm_template}
+    given = [flag for flag, value in cluster.items() if value is not None]
+    if given and not args.slurm:
+        parser.error(f"{given[0]} is an option of --slurm: add --slurm to submit to Slurm")
+    for flag in ("--partition", "--account", "--time", "--gpus-per-task"):
+        value = cluster[flag]
+        if value is not None and (not value or any(c.isspace() for c in value)):
+            parser.error(f"{flag} {value!r}: one word, without spaces")
+    if args.cpus_per_task is not None and args.cpus_per_task < 1:
+        parser.error(f"--cpus-per-task must be positive, got {args.cpus_per_task}")
+    for option in args.sbatch:
+        if not option.strip() or "\n" in option:
+            parser.error(f"--sbatch {option!r}: one #SBATCH option on one line, e.g. --sbatch mem=16G")
+    if args.slurm_template is not None and not os.path.isfile(args.slurm_template):
+        parser.error(f"--slurm-template {args.slurm_template}: no such file")
+    if args.slurm and not args.dry_run and shutil.which("sbatch") is None:
+        parser.error("--slurm: sbatch not found (run it where Slurm's commands are, e.g. a login node; a cluster on "
+                     "this machine: bash benchmark/local_slurm.sh start)")
     return args
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--slurm-task"] and len(argv) == 2:  # inside an array task: what the batch script runs
+        return run_task(argv[1])
     args = parse_args(argv)
     runs = plan(args)
     out = Path(args.out or Path("benchmark/out") / script_name(runs[0].argv))
@@ -361,19 +657,39 @@ def main(argv=None):
             skipped.append(run)
             if before.get("files") != run.state["files"]:
                 edited.append(run)
+    stems = {run.stem for run in runs}
+    queued = {stem: task for stem, task in queued_in_slurm(out).items() if stem in stems} if args.slurm else {}
     total = len(runs)
-    print(f"{total} runs ({len(args.env_ids)} envs x {len(args.seeds)} seeds), {len(skipped)} already done, "
-          f"{args.workers} workers, OMP_NUM_THREADS={threads}; logs and state in {out}/", flush=True)
+    where = f"{len(queued)} queued or running in Slurm" if args.slurm else \
+        f"{args.workers} workers, OMP_NUM_THREADS={threads}"
+    print(f"{total} runs ({len(args.env_ids)} envs x {len(args.seeds)} seeds), {len(skipped)} already done, {where}; "
+          f"logs and state in {out}/", flush=True)
     for run in skipped:
         changed = ", ".join(sorted(run.state["files"])) or "a file it names"
         why = f"; {changed} changed since: --rerun-on-edit runs it again" if run in edited else ""
         print(f"  skip (done before{why}): {run.env_id} seed {run.seed}", flush=True)
+    busy = []  # not to be started twice
+    for run in pending:
+        if run.stem in queued:
+            busy.append(run)
+            print(f"  skip (queued or running in Slurm, task {queued[run.stem]}): {run.env_id} seed {run.seed}")
+        elif (pid := still_running(states.get(out / f"{run.stem}.json", {}))) is not None:
+            busy.append(run)
+            print(f"  skip (still running here as pid {pid}, started by another runner): {run.env_id} seed {run.seed}")
+    pending = [run for run in pending if run not in busy]
+    if args.slurm:
+        if not pending:
+            print("nothing to submit")
+            return 0
+        return submit(args, out, pending)
     if args.dry_run:
         for run in pending:
-            print(f"  would run: {shlex.join(run.argv)}")
+            folder = earlier_folder(out, run)
+            checkpoint = checkpoint_in(args.cwd, folder, run) if folder else None
+            print(f"  would run: {shlex.join(run.argv)}{f' --resume {checkpoint}' if checkpoint else ''}")
         return 0
-    for run in pending:  # asked for: report.py --sweep lists a run that never finishes as missing
-        write_state(out, run, status="pending")
+    for run in pending:
+        mark_pending(out, run)
 
     t0 = time.time()
     running, finished, failed = [], [], []
@@ -384,10 +700,16 @@ def main(argv=None):
         counts = f"{done}/{total} done | {len(running)} running | {len(failed)} failed"
         print(f"[{counts} | {hms(time.time() - t0)}] {event}", flush=True)
 
-    def handle_signal(signum, frame):  # SIGTERM is treated like Ctrl-C
+    terminal = [fd for fd in (1, 2) if os.isatty(fd)]
+
+    def handle_signal(signum, frame):  # SIGTERM and SIGHUP are treated like Ctrl-C
+        if signum == signal.SIGHUP:  # the terminal is gone: what is printed from now on would fail there
+            for fd in terminal:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handle_signal)
+    signal.signal(signal.SIGHUP, handle_signal)  # the terminal closed: the runs are stopped, not left running
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         while pending or running:
@@ -395,35 +717,19 @@ def main(argv=None):
                 run = pending.pop(0)
                 start(run, out, args.cwd, threads)
                 running.append(run)
-                progress(f"start {run.env_id} seed {run.seed} (log {out / run.stem}.log)")
+                resumes = f"continues {run.state['resumed_from']}; " if run.resumed else ""
+                progress(f"start {run.env_id} seed {run.seed} ({resumes}log {out / run.stem}.log)")
             time.sleep(0.2)
             for run in list(running):
                 if run.process is not None and run.process.poll() is None:
+                    note_folder(out, args.cwd, run)
                     continue
                 running.remove(run)
-                run.log_file.close()
-                run.returncode = run.process.returncode if run.process is not None else 127  # 127: not started
-                wall = time.time() - run.started
-                names = find_run_names(args.cwd, run)
-                claimed = {name: (path.name, state.get("ended", 0)) for path, state in read_states(out).items()
-                           if path.stem != run.stem and state.get("status") == "done"
-                           for name in state.get("run_names", [])}
-                # a folder recorded for another run is this run's too when that run was still going when this one
-                # started, or when this run wrote into it (an older script that reuses a folder of the same second)
-                taken = [name for name in names if name in claimed and (
-                    claimed[name][1] >= run.started or last_write(Path(args.cwd) / "runs" / name) >= run.started)]
-                names = [name for name in names if name not in claimed]
-                ok = run.returncode == 0 and not taken
-                error = "" if run.returncode == 0 else error_line(out / f"{run.stem}.log")
-                if taken:  # never two runs for one folder: its scalars would mix both
-                    error = (f"its run folder runs/{taken[0]} is recorded for another run ({claimed[taken[0]][0]}): "
-                             f"two runs wrote into one folder; run it again")
-                write_state(out, run, status="done" if ok else "failed", returncode=run.returncode, error=error,
-                            started=run.started, ended=time.time(), wall_s=round(wall, 1), run_names=names,
-                            args={name: read_args_json(args.cwd, name) for name in names})
-                (finished if ok else failed).append(run)
-                why = f"exit {run.returncode}" if run.returncode else "run folder taken"
-                progress(f"{'done' if ok else f'FAILED ({why})'} {run.env_id} seed {run.seed} in {wall:.0f} s")
+                status = finish(out, args.cwd, run)
+                (finished if status == "done" else failed).append(run)
+                why = {"done": "done", "interrupted": f"STOPPED (exit {run.returncode}: a signal)",
+                       "failed": f"FAILED (exit {run.returncode})" if run.returncode else "FAILED (run folder taken)"}
+                progress(f"{why[status]} {run.env_id} seed {run.seed} in {run.state['wall_s']:.0f} s")
             if running and time.time() - last_status >= args.status_every:
                 last_status = time.time()
                 for run in running:
@@ -435,13 +741,14 @@ def main(argv=None):
               f"same command again to continue", file=sys.stderr, flush=True)
         stop_all(running, args.grace)
         for run in running:
-            write_state(out, run, status="interrupted", started=run.started)
+            finish(out, args.cwd, run, stopped=True)
         return 130
 
     print(f"finished in {hms(time.time() - t0)}: {len(finished)} succeeded, {len(skipped)} skipped (done before), "
           f"{len(failed)} failed", flush=True)
     for run in failed:
-        print(f"  FAILED {run.env_id} seed {run.seed}: exit {run.returncode}, log {out / run.stem}.log: "
+        what = "FAILED" if run.state["status"] == "failed" else "STOPPED"
+        print(f"  {what} {run.env_id} seed {run.seed}: exit {run.returncode}, log {out / run.stem}.log: "
               f"{run.state['error'][:200]}", flush=True)
     return 1 if failed else 0
 

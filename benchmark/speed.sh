@@ -8,13 +8,16 @@
 #   bash benchmark/speed.sh "python ppo.py --total-timesteps \$STEPS" "python ppo.py --num-envs 8 --total-timesteps \$STEPS"
 #   STEPS=100000 REPEATS=5 bash benchmark/speed.sh ppo.py ppo_mod.py
 #
-# A and B: a script (*.py: run as `python SCRIPT` with its budget from the list below, or --total-timesteps $STEPS
-# for a script not in the list) or a command in quotes (run by bash; it may use $STEPS). STEPS: the budget
-# (default: the list's; 50000 for other scripts and commands). REPEATS: runs of each (default 3; 1 without
-# arguments). Alternating A and B spreads a change in the machine's load over both. Per run: the wall time and the
-# last "SPS" the run printed (env steps per second, start-up excluded); per A and B: the median and the range
-# (min-max); with two, the ratios B/A of the medians. The core count and the load average are printed before and
-# after: on a shared machine the numbers move with the load. Exit code: 0, 1 when a run failed, 2 for bad arguments.
+# A and B: a script (*.py: run as `python SCRIPT` with its arguments from the list below, or --total-timesteps $STEPS
+# for a script not in the list) or a command in quotes (run by bash; it may use $STEPS). Two scripts run with the
+# same arguments: those of A in the list, else those of B, else --total-timesteps $STEPS (so ppo.py against your
+# copy ppo_mod.py times both on CartPole-v1 at 500k steps). STEPS: the budget (default: the list's; 50000 for other
+# scripts and commands). REPEATS: runs of each (default 3; 1 without arguments). Alternating A and B spreads a change
+# in the machine's load over both. Per run: the wall time and the last "SPS" the run printed (env steps per second,
+# start-up excluded); per A and B: the median and the range (min-max); with two, the ratios B/A of the medians. The
+# core count and the load average are printed before and after: on a shared machine the numbers move with the load.
+# Stopped (Ctrl-C, kill), it stops the run under way first. Exit code: 0, 1 when a run failed, 2 for bad arguments,
+# 130 or 143 when stopped.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 here=$(pwd)
@@ -54,15 +57,42 @@ case ${REPEATS:-} in
     *[!0-9]* | 0) die "REPEATS must be a positive integer, got '$REPEATS'" ;;
 esac
 
+# in_list SCRIPT: whether the list above gives SCRIPT its own arguments
+in_list() {
+    [ "$(budget "$1")" != "--total-timesteps $STEPS" ]
+}
+
+# command_of ARG [ARGUMENTS]: the command line of a script (with ARGUMENTS, else its own from the list) or a command
 command_of() {
     case $1 in
         *" "*) echo "$1" ;;
-        *) echo "python $1 $(budget "$1")" ;;
+        *) echo "python $1 ${2:-$(budget "$1")}" ;;
     esac
 }
 
+# the arguments both scripts of an A/B run get: A's from the list, else B's (else each gets --total-timesteps $STEPS)
+shared=
+if [ $# -eq 2 ]; then
+    for arg in "$@"; do
+        case $arg in *" "*) shared=; break ;; esac  # a command in quotes brings its own arguments
+        if [ -z "$shared" ] && in_list "$arg"; then shared=$(budget "$arg"); fi
+    done
+fi
+
 scratch=$(mktemp -d)
+child=  # the run under way: its own process group (set -m below), stopped with it when speed.sh is stopped
+stop() {
+    if [ -n "$child" ]; then
+        kill -TERM -- "-$child" 2>/dev/null
+        wait "$child" 2>/dev/null
+    fi
+    rm -rf "$scratch"
+    exit "$1"
+}
 trap 'rm -rf "$scratch"' EXIT
+trap 'stop 130' INT
+trap 'stop 143' TERM
+trap 'stop 129' HUP
 for f in "$repo"/ppo*.py "$here"/*; do
     if [ -f "$f" ]; then ln -sf "$f" "$scratch/"; fi
 done
@@ -73,7 +103,10 @@ if [ $# -eq 0 ]; then
     for script in $LIST; do names+=("$script"); commands+=("$(command_of "$script")"); done
 else
     labels=(A B)
-    for arg in "$@"; do names+=("${labels[${#names[@]}]}"); commands+=("$(command_of "$arg")"); done
+    for arg in "$@"; do
+        names+=("${labels[${#names[@]}]}")
+        commands+=("$(command_of "$arg" "$shared")")
+    done
 fi
 
 load() { echo "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"; }
@@ -86,8 +119,13 @@ for ((r = 1; r <= REPEATS; r++)); do
         name=${names[$i]}
         log="$scratch/log.$i.$r"
         t0=$(date +%s.%N)
-        (cd "$scratch" && bash -c "${commands[$i]}") > "$log" 2>&1 < /dev/null
+        set -m  # the run in a process group of its own, which stop() ends as a whole
+        (cd "$scratch" && exec bash -c "${commands[$i]}") > "$log" 2>&1 < /dev/null &
+        child=$!
+        set +m
+        wait "$child"
         rc=$?
+        child=
         t1=$(date +%s.%N)
         wall=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
         sps=$(grep -o 'SPS *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')

@@ -1,11 +1,13 @@
 """benchmark/run.py (the runner) and benchmark/report.py (the report), on fake runs: no real training here."""
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,37 +20,46 @@ RUNNER = REPO / "benchmark" / "run.py"
 # under runs/ with args.json (as the scripts do: {name}-2 when {name} exists), fails (exit 1) when its seed is listed
 # in fail_seeds.txt, sleeps when asked (to be interrupted; --stubborn: SIGINT does not stop it). --same-folder: every
 # run of a seed writes into the folder of the second the first one started (as scripts without unique folders did).
-FAKE = r'''
+# --checkpoint-every: makes its folder and a checkpoint, fake.pt, before it sleeps; --resume runs/NAME/fake.pt goes on
+# in that folder, without sleeping (calls.txt says so).
+FAKE = r"""
 import json, os, signal, sys, time
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 env_id, seed = args["--env-id"], args["--seed"]
 stubborn = args.get("--stubborn") == "1"
 signal.signal(signal.SIGINT, lambda *_: (print("fake got SIGINT", flush=True), None if stubborn else sys.exit(130)))
+resume = args.get("--resume")
 with open("calls.txt", "a") as f:
-    f.write(f"{env_id} {seed} {os.environ.get('OMP_NUM_THREADS')}\n")
+    f.write(f"{env_id} {seed} {os.environ.get('OMP_NUM_THREADS')}{f' resume={resume}' if resume else ''}\n")
 print(f"fake run {env_id} seed {seed} started", flush=True)
-deadline = time.time() + float(args.get("--sleep", 0))
-while time.time() < deadline:
-    time.sleep(0.05)
-name = f"runs/{env_id.replace('/', '_')}__fake__{seed}__{int(time.time())}"
-if args.get("--same-folder") == "1":
-    try:
-        fd = os.open(f"stamp_{seed}.txt", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        os.write(fd, name.encode())
-        os.close(fd)
-    except FileExistsError:
-        time.sleep(0.5)
-    name = open(f"stamp_{seed}.txt").read()
-    os.makedirs(name, exist_ok=True)
-else:
+
+def make_folder():
+    name = f"runs/{env_id.replace('/', '_')}__fake__{seed}__{int(time.time())}"
+    if args.get("--same-folder") == "1":
+        try:
+            fd = os.open(f"stamp_{seed}.txt", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            os.write(fd, name.encode())
+            os.close(fd)
+        except FileExistsError:
+            time.sleep(0.5)
+        name = open(f"stamp_{seed}.txt").read()
+        os.makedirs(name, exist_ok=True)
+        return name
     os.makedirs("runs", exist_ok=True)
     for suffix in ["", *(f"-{i}" for i in range(2, 100))]:
         try:
             os.mkdir(name + suffix)
-            name += suffix
-            break
+            return name + suffix
         except FileExistsError:
             pass
+
+name = os.path.dirname(resume) if resume else make_folder() if "--checkpoint-every" in args else None
+if "--checkpoint-every" in args and not resume:
+    open(f"{name}/fake.pt", "w").write("a checkpoint")
+deadline = time.time() + (0 if resume else float(args.get("--sleep", 0)))
+while time.time() < deadline:
+    time.sleep(0.05)
+name = name or make_folder()
 settings = {k[2:].replace("-", "_"): v for k, v in args.items() if k not in ("--env-id", "--seed")}
 with open(f"{name}/args.json", "w") as f:
     json.dump({"script": "fake.py", "env_id": env_id, "seed": int(seed), **settings}, f)
@@ -56,7 +67,7 @@ fail = open("fail_seeds.txt").read().split() if os.path.exists("fail_seeds.txt")
 if seed in fail:
     print(f"fake run {env_id} seed {seed}: failing on purpose", file=sys.stderr)
     sys.exit(1)
-'''
+"""
 
 
 def run_tool(name, *args, cwd=None, timeout=300, **env):
@@ -172,6 +183,100 @@ def test_ctrl_c_stops_the_runs_and_a_restart_runs_them_again(fake):
     assert {d["status"] for d in states(fake / "out").values()} == {"interrupted"}  # nothing recorded as done
     out = run_runner(fake, *grid, "--dry-run").stdout
     assert "0 already done" in out and out.count("would run:") == 2
+    assert "--resume" not in out  # no checkpoint: they start over
+
+
+def test_ctrl_c_then_a_restart_continues_each_run_from_its_checkpoint(fake):
+    """Runs that checkpoint, stopped with Ctrl-C: recorded as interrupted with their run folder; started again, each
+    continues with --resume its own checkpoint, in its own folder (the log keeps both parts), and ends done."""
+    grid = ["--command", "python fake.py --checkpoint-every 1 --sleep 600", "--env-ids", "EnvA-v0", "--seeds", 1, 2,
+            "--workers", 2, "--out", "out"]
+    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=test_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
+    while len(list(fake.glob("runs/*/fake.pt"))) < 2 and time.time() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    folders = {int(p.name.split("__")[2]): p.name for p in (fake / "runs").iterdir()}
+    st = states(fake / "out")
+    for seed in (1, 2):
+        assert st[("EnvA-v0", seed)]["status"] == "interrupted"
+        assert st[("EnvA-v0", seed)]["run_names"] == [folders[seed]]
+    out = run_runner(fake, *grid, "--dry-run").stdout
+    assert out.count(" --resume runs/") == 2 and f"--seed 1 --resume runs/{folders[1]}/fake.pt" in out
+
+    assert_ok(run_runner(fake, *grid))
+    threads = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert sorted(calls(fake)[2:]) == [f"EnvA-v0 {seed} {threads} resume=runs/{folders[seed]}/fake.pt"
+                                       for seed in (1, 2)]
+    assert sorted(p.name for p in (fake / "runs").iterdir()) == sorted(folders.values())  # no new folder
+    st = states(fake / "out")
+    for seed in (1, 2):
+        state = st[("EnvA-v0", seed)]
+        assert (state["status"], state["run_names"]) == ("done", [folders[seed]])
+        assert state["resumed_from"] == f"runs/{folders[seed]}/fake.pt"
+        log = (fake / "out" / f"fake__EnvA-v0__{seed}__{state['key']}.log").read_text()
+        assert log.count("$ cd ") == 2 and "fake got SIGINT" in log  # both parts of the run
+    assert "2 already done" in run_runner(fake, *grid).stdout  # and nothing is left to run
+
+
+def test_a_closed_terminal_stops_the_runs_as_ctrl_c_does(fake):
+    """The runner in a terminal that goes away (SIGHUP, its output can no longer be written): its run is stopped and
+    recorded as interrupted, with its folder, rather than left running unrecorded."""
+    import pty
+
+    argv = [sys.executable, str(RUNNER), "--command", "python fake.py --checkpoint-every 1 --sleep 600", "--env-ids",
+            "EnvA-v0", "--seeds", "1", "--out", "out"]
+    here = os.getcwd()
+    pid, terminal = pty.fork()
+    if pid == 0:  # the runner, in a new session whose terminal is the pty
+        try:
+            os.chdir(fake)
+            os.execve(argv[0], argv, test_env())
+        finally:
+            os._exit(127)
+    assert os.getcwd() == here
+    deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
+    while not (list(fake.glob("runs/*/fake.pt")) and "fake run" in "".join(
+            p.read_text() for p in (fake / "out").glob("*.log"))) and time.time() < deadline:
+        time.sleep(0.1)
+    os.close(terminal)  # hang up
+    _, status = os.waitpid(pid, 0)
+    state = states(fake / "out")[("EnvA-v0", 1)]
+    try:
+        assert os.waitstatus_to_exitcode(status) == 130
+        (folder,) = (fake / "runs").iterdir()
+        assert (state["status"], state["returncode"], state["run_names"]) == ("interrupted", 130, [folder.name])
+    finally:  # a run left going would sleep on
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(state["pid"], signal.SIGKILL)
+
+
+def test_runs_of_a_killed_runner_are_not_started_twice(fake):
+    """A runner killed outright (SIGKILL) leaves its runs going: another runner on the same --out skips them while
+    they run, rather than start or continue a second copy."""
+    grid = ["--command", "python fake.py --sleep 600", "--env-ids", "EnvA-v0", "--seeds", 1, "--out", "out"]
+    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=test_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
+    while not (states(fake / "out").get(("EnvA-v0", 1), {}).get("pid") and calls(fake)) and time.time() < deadline:
+        time.sleep(0.1)
+    proc.kill()
+    proc.communicate(timeout=60)
+    pid = states(fake / "out")[("EnvA-v0", 1)]["pid"]
+    try:
+        out = run_runner(fake, *grid, "--dry-run").stdout
+        assert f"skip (still running here as pid {pid}, started by another runner): EnvA-v0 seed 1" in out
+        assert "would run" not in out
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 60
+    while Path(f"/proc/{pid}/cmdline").exists() and Path(f"/proc/{pid}/cmdline").read_bytes():  # dead or a zombie
+        assert time.time() < deadline
+        time.sleep(0.1)
+    assert run_runner(fake, *grid, "--dry-run").stdout.count("would run") == 1  # gone: it runs again
 
 
 def test_two_runs_in_one_folder_are_refused_and_whitespace_is_no_new_run(fake):
@@ -239,6 +344,69 @@ def test_usage_errors(fake):
     assert_usage_error(run_runner(fake, "--command", "python fake.py", "--env-ids", "A", "--cwd", "fake.py"), "--cwd")
     assert_usage_error(run_report(fake, "--runs", "nope"), "--runs")
     assert_usage_error(run_report(fake, "--runs", ".", "--last", 0), "--last")
+    grid = ["--command", "python fake.py", "--env-ids", "A"]
+    assert_usage_error(run_runner(fake, *grid, "--partition", "cpu"), "--partition is an option of --slurm")
+    assert_usage_error(run_runner(fake, *grid, "--slurm", "--dry-run", "--time", "1 h"), "--time")
+    assert_usage_error(run_runner(fake, *grid, "--slurm", "--dry-run", "--slurm-template", "nope.sh"), "nope.sh")
+    (fake / "bin").mkdir()  # a PATH without sbatch
+    proc = run_tool("run.py", *grid, "--slurm", cwd=fake, PATH=str(fake / "bin"))
+    assert_usage_error(proc, "--slurm: sbatch not found")
+
+
+def test_slurm_dry_run_prints_the_batch_script_of_the_runs_not_done(fake):
+    """--slurm --dry-run: the batch script of the runs not done, one array task each, throttled to --workers; the
+    cluster flags and extra lines as #SBATCH lines after the template's, the template's commands after them; the
+    script is valid bash; nothing is written or submitted."""
+    grid = ["--command", "python fake.py", "--env-ids", "EnvA-v0", "EnvB-v0", "--seeds", 1, 2, "--out", "out"]
+    assert_ok(run_runner(fake, *grid[:-2], "--seeds", 1, "--env-ids", "EnvA-v0", "--out", "out"))  # one run done
+    (fake / "site.sh").write_text("#!/bin/bash -l\n#SBATCH --qos=low\n#SBATCH --partition=site\n\n"
+                                  "module load python\n")
+    before = sorted(p.name for p in (fake / "out").iterdir())
+    proc = run_runner(fake, *grid, "--slurm", "--dry-run", "--workers", 2, "--partition", "cpu", "--time", "01:00:00",
+                      "--cpus-per-task", 2, "--gpus-per-task", 1, "--account", "rl", "--sbatch", "mem=4G",
+                      "--sbatch=--constraint=avx2", "--slurm-template", "site.sh")
+    assert_ok(proc)
+    assert "4 runs (2 envs x 2 seeds), 1 already done, 0 queued or running in Slurm" in proc.stdout
+    script = proc.stdout[proc.stdout.index("#!"):]
+    lines = script.splitlines()
+    assert lines[:3] == ["#!/bin/bash -l", "#SBATCH --qos=low", "#SBATCH --partition=site"]
+    tasks = [line for line in lines if line.startswith("#   task ")]
+    assert tasks == ["#   task 0: EnvA-v0 seed 2", "#   task 1: EnvB-v0 seed 1", "#   task 2: EnvB-v0 seed 2"]
+    ours = [line for line in lines[3:] if line.startswith("#SBATCH ")]
+    assert ours == ["#SBATCH --job-name=fake", "#SBATCH --array=0-2%2",
+                    f"#SBATCH --output={(fake / 'out' / 'slurm').resolve()}/%A_%a.out", "#SBATCH --open-mode=append",
+                    "#SBATCH --requeue", "#SBATCH --partition=cpu", "#SBATCH --account=rl", "#SBATCH --time=01:00:00",
+                    "#SBATCH --cpus-per-task=2", "#SBATCH --gpus-per-task=1", "#SBATCH --mem=4G",
+                    "#SBATCH --constraint=avx2"]
+    commands = [line for line in lines if line.strip() and not line.startswith("#")]
+    assert commands[0] == "module load python" and lines.index(commands[0]) > lines.index(ours[-1])
+    assert commands[1].startswith(f"exec {sys.executable} {RUNNER} --slurm-task {(fake / 'out' / 'slurm').resolve()}/")
+    assert len(commands) == 2
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    assert sorted(p.name for p in (fake / "out").iterdir()) == before  # nothing written
+
+
+@pytest.mark.parametrize("tool, shown", [
+    ("run.py", ["--seeds: (default: 1 2 3)", "--grace: (default: 30.0)", "--threads: (default: cores // workers"]),
+    ("report.py", ["--std: (default: population)", "--reference: (default: benchmark/reference.csv)"]),
+])
+def test_help_names_each_default_once(tool, shown):
+    """--help: every option's default appears once, either as the help's own words or as argparse's "(default: X)",
+    and no option says "(default: None)"."""
+    proc = run_tool(tool, "--help")
+    assert_ok(proc)
+    options, name = {}, None
+    for line in proc.stdout[proc.stdout.index("options:"):].splitlines()[1:]:
+        if line.startswith("  -"):
+            name = line.split()[0].rstrip(",")
+        options[name] = options.get(name, "") + " " + line.strip()
+    assert len(options) > 5, proc.stdout
+    for name, text in options.items():
+        assert text.count("(default") <= 1, (name, text)
+        assert "(default: None)" not in text and "(default: False)" not in text, (name, text)
+    for item in shown:
+        name, default = item.split(": ", 1)
+        assert default in options[name], (name, options[name])
 
 
 # ---------------------------------------------------------------------------------------------- report.py
@@ -384,7 +552,7 @@ def test_report_sweep_picks_the_runner_runs_and_lists_failed_and_missing_ones(fa
     failed = proc.stdout[proc.stdout.index("## Failed and missing runs"):]
     assert table_row(failed, "CartPole-v1", "1")[2:4] == ["`python ppo.py`",
                                                            "failed (exit 2): Unrecognized options: --learning-rat"]
-    assert table_row(failed, "CartPole-v1", "4")[3] == "not finished (interrupted, or not run yet)"
+    assert table_row(failed, "CartPole-v1", "4")[3] == "not finished (pending)"
     assert "CartPole-v1 | 2 |" not in failed
 
 
@@ -583,9 +751,9 @@ def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
         assert int(table_row(report[report.index("## Random play"):], random_env_id)[1]) == (1 if sweep == "atari.sh" else 100)  # episodes
 
 
-def run_speed(*args, **env):
+def run_speed(*args, cwd=None, **env):
     return subprocess.run(["bash", str(REPO / "benchmark" / "speed.sh"), *args], capture_output=True, text=True,
-                          env=test_env(**env), timeout=120)
+                          env=test_env(**env), timeout=120, cwd=cwd)
 
 
 def test_speed_sh_times_two_commands_against_each_other(tmp_path):
@@ -612,6 +780,47 @@ def test_speed_sh_refuses_what_it_does_not_know(tmp_path):
         assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and fragment in proc.stderr, proc.stderr
     proc = run_speed("false x", REPEATS="1")
     assert proc.returncode == 1 and "A run 1: failed (exit 1)" in proc.stdout
+
+
+def test_speed_sh_gives_both_scripts_of_an_a_b_run_the_same_arguments(tmp_path):
+    """ppo.py (in speed.sh's list) against a copy that is not: both run with ppo.py's arguments, in either order;
+    two scripts outside the list both get --total-timesteps $STEPS. `python` is a stand-in that records its
+    arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f'#!/bin/bash\necho "$*" >> {tmp_path / "calls.txt"}\necho "SPS 1"\n')
+    (bin_dir / "python").chmod(0o755)
+    for name in ("ppo_mod.py", "other.py"):
+        (tmp_path / name).write_text("")
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    for pair, expected in ((("ppo.py", "ppo_mod.py"), "--env-id CartPole-v1 --total-timesteps 500000"),
+                           (("ppo_mod.py", "ppo.py"), "--env-id CartPole-v1 --total-timesteps 500000"),
+                           (("other.py", "ppo_mod.py"), "--total-timesteps 1234")):
+        (tmp_path / "calls.txt").unlink(missing_ok=True)
+        assert_ok(run_speed(*pair, cwd=tmp_path, PATH=path, REPEATS="1", STEPS="1234" if "other.py" in pair else ""))
+        assert (tmp_path / "calls.txt").read_text().splitlines() == [f"{script} {expected}" for script in pair]
+
+
+def test_speed_sh_stopped_stops_its_run(tmp_path):
+    """kill (SIGTERM) of speed.sh while a run is under way: the run is stopped too, speed.sh exits 143."""
+    pid_file = tmp_path / "pid"
+    command = f"python3 -c 'import os, time; open(\"{pid_file}\", \"w\").write(str(os.getpid())); time.sleep(600)'"
+    proc = subprocess.Popen(["bash", str(REPO / "benchmark" / "speed.sh"), command], env=test_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60  # safety nets against a hang, not timing assertions
+    while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
+        time.sleep(0.1)
+    run = int(pid_file.read_text())
+    try:
+        proc.terminate()
+        proc.communicate(timeout=60)
+        assert proc.returncode == 143
+        while os.path.exists(f"/proc/{run}") and time.time() < deadline:  # the run's process is gone
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{run}")
+    finally:
+        if os.path.exists(f"/proc/{run}"):
+            os.kill(run, signal.SIGKILL)
 
 
 def test_random_play_counts_whole_episodes_without_the_reset_step(tmp_path):
