@@ -232,4 +232,4 @@ def test_missing_ale_py_is_one_line_error(tmp_path):
     fake.mkdir()
     (fake / "ale_py.py").write_text("raise ModuleNotFoundError(\"No module named 'ale_py'\", name='ale_py')\n")
     proc = run_script("ppo_atari.py", *TINY, cwd=tmp_path, env=test_env(PYTHONPATH=str(fake)))
-    assert_usage_error(proc, "ale-py", "pip install")
+    assert_usage_error(proc, "ale_py is missing", 'pip install -e ".[atari]"')

@@ -259,7 +259,7 @@ def test_bad_input_is_one_line_error(tmp_path, script, args, fragments):
 def test_missing_envpool_is_one_line_error(tmp_path):
     (tmp_path / "envpool.py").write_text("raise ImportError('No module named envpool')\n")  # shadows the real one
     proc = run_script("ppo_multidiscrete_mask.py", *TINY, cwd=tmp_path / "cwd", env=test_env(PYTHONPATH=str(tmp_path)))
-    assert_usage_error(proc, "pip install envpool")
+    assert_usage_error(proc, 'pip install -e ".[envpool]"')
 
 
 def test_capture_video(tmp_path):

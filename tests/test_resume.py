@@ -1,6 +1,7 @@
 """Long runs: periodic checkpoints (--checkpoint-every), --resume, SIGTERM handled like Ctrl-C (exit code 143)."""
 
 import copy
+import json
 import os
 import shutil
 import signal
@@ -142,28 +143,17 @@ def test_a_resume_that_contradicts_the_checkpoint_is_one_line(stopped_run, args,
     assert sorted(p.name for p in checkpoint.parent.iterdir()) == before
 
 
-def test_a_flag_typed_at_its_default_value_counts_as_given(stopped_run, monkeypatch):
-    """tyro hands main the default both for a flag typed at its default value and for one left out; the script's own
-    command line tells them apart: --num-envs 4 (the default) against a run trained with 2 is refused like
-    --num-envs 8."""
-    cwd, checkpoint = stopped_run
-    typed = ["--resume", checkpoint, "--num-envs", 4, "--total-timesteps", 500000]
-    assert_usage_error(run_script("ppo.py", *typed, cwd=cwd), "--num-envs 4", "trained with 2")
-    # main() called by another program, whose command line holds the same words: only values off their defaults
-    # count, so the checkpoint's 2 envs and 256 steps are taken and the finished run has nothing left to do
-    monkeypatch.setattr(sys, "argv", ["train_many.py", *map(str, typed)])
-    assert_usage_error(run_main("ppo.py", *typed, cwd=cwd), "done all its 4 iterations")
-
-
-def test_a_free_flag_typed_at_its_default_value_takes_that_value(stopped_run, tmp_path):
-    """--checkpoint-every 0 (the default) typed when extending a run saved with --checkpoint-every 1: no periodic
-    save, so the checkpoint stays at iteration 4; left out, the checkpoint's 1 saves iterations 5 and 6."""
+def test_a_resume_takes_the_checkpoints_settings_and_the_free_flags_given(stopped_run, tmp_path):
+    """--resume of a run trained with 2 envs and --checkpoint-every 1: --num-envs 4 is the default value, so it counts as
+    left out (main sees the same Args either way) and the checkpoint's 2 stay; --checkpoint-every 2 is given and may
+    change, so it wins. args.json records what the resumed run used."""
     _, checkpoint = stopped_run
-    for typed, iteration in ([], 6), (["--checkpoint-every", 0], 4):
-        cwd = tmp_path / str(iteration)
-        copy = copy_run(checkpoint, cwd)
-        assert_ok(run_script("ppo.py", "--resume", copy, "--total-timesteps", 384, *typed, cwd=cwd))
-        assert torch.load(copy, weights_only=True)["iteration"] == iteration
+    copy = copy_run(checkpoint, tmp_path)
+    assert_ok(run_main("ppo.py", "--resume", copy, "--num-envs", 4, "--checkpoint-every", 2, "--total-timesteps", 384,
+                       cwd=tmp_path))
+    recorded = json.loads((copy.parent / "args.json").read_text())
+    assert (recorded["num_envs"], recorded["checkpoint_every"], recorded["total_timesteps"]) == (2, 2, 384)
+    assert torch.load(copy, weights_only=True)["iteration"] == 6
 
 
 def test_total_timesteps_extends_a_finished_run(stopped_run, tmp_path):
@@ -256,3 +246,117 @@ def test_a_full_disk_keeps_the_last_complete_checkpoint(tmp_path):
         assert sorted(p.name for p in run_dir.glob("*.pt*")) == ["ppo.pt"]  # no .tmp left
         assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 1  # the first save, complete
         read_every_metric(run_dir)  # and the logs were closed properly
+
+
+def stop_in_update(monkeypatch, step):
+    """Send this process a SIGTERM just before the optimizer's step-th step (counted over the run), in the middle of an
+    update, as a scheduler would at any moment."""
+    steps = []
+
+    class StoppedAdam(torch.optim.Adam):
+        def step(self, *args, **kwargs):
+            steps.append(1)
+            if len(steps) == step:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return super().step(*args, **kwargs)
+
+    monkeypatch.setattr(torch.optim, "Adam", StoppedAdam)
+    return steps
+
+
+def record_saves(module):
+    """Make the script's Run.save keep each checkpoint it wrote, as read back from the file, in a list it returns."""
+    saves, save = [], module.Run.save
+
+    def recording_save(run):
+        ok = save(run)
+        if ok:
+            saves.append(torch.load(f"{run.dir}/{run.args.exp_name}.pt", weights_only=True))
+        return ok
+
+    module.Run.save = recording_save
+    return saves
+
+
+# 4 iterations of 64 steps, 4 optimizer steps each (continuous: Pendulum-v1, whose statistics are saved too)
+STOPPED = {"ppo.py": [*TINY, "--num-minibatches", 2, "--update-epochs", 2],
+           "ppo_continuous_action.py": [*TINY, "--env-id", "Pendulum-v1", "--num-minibatches", 2, "--update-epochs", 2]}
+
+
+@pytest.mark.parametrize("script", STOPPED)
+def test_a_stop_in_an_update_saves_the_last_whole_iteration(tmp_path, monkeypatch, script):
+    """SIGTERM at the second optimizer step of iteration 3: the checkpoint holds the state after iteration 2, to the
+    bit the one a twin run's --checkpoint-every 1 wrote after iteration 2 (model, Adam, normalization statistics),
+    and not the state the stopped run had reached (one optimizer step and a rollout later)."""
+    twin = load_script(script)
+    saves = record_saves(twin)
+    assert_ok(run_main(script, *STOPPED[script], "--checkpoint-every", 1, cwd=tmp_path / "twin", module=twin))
+    (after_two,) = [saved for saved in saves if saved["iteration"] == 2]
+
+    steps = stop_in_update(monkeypatch, step=2 * 4 + 2)
+    stopped = run_main(script, *STOPPED[script], "--save-model", cwd=tmp_path / "stopped")
+    assert stopped.returncode == 143 and "Traceback" not in stopped.stderr, stopped.stderr
+    assert len(steps) == 10  # the stop came in the update, which did not go on
+    (run_dir,) = run_dirs(tmp_path / "stopped")
+    saved = torch.load(run_dir / f"{script[:-3]}.pt", weights_only=True)
+    assert (saved["iteration"], saved["global_step"]) == (2, 128)
+    parts = ["model", "optimizer"] + (["obs_rms", "return_rms"] if "obs_rms" in after_two else [])
+    assert set(parts) <= set(saved)
+    for part in parts:
+        assert_same_tensors(saved[part], after_two[part])
+    assert saved["optimizer"]["param_groups"] == after_two["optimizer"]["param_groups"]
+    assert all(int(state["step"]) == 8 for state in saved["optimizer"]["state"].values())  # 2 iterations x 4 steps
+
+
+def test_a_second_stop_during_the_save_leaves_no_half_written_file(tmp_path, monkeypatch):
+    """A first SIGTERM in an update, a second while the final save writes: the process ends at once (143), the
+    temporary file is removed, and the checkpoint --checkpoint-every wrote before (iteration 2) is intact."""
+    stop_in_update(monkeypatch, step=2 * 4 + 2)
+    save, calls = torch.save, []
+
+    def interrupted_save(obj, f, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # after the saves of iterations 1 and 2: the one after the stop
+            f.write(b"half a checkpoint")
+            os.kill(os.getpid(), signal.SIGTERM)
+        return save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", interrupted_save)
+    proc = run_main("ppo.py", *STOPPED["ppo.py"], "--checkpoint-every", 1, cwd=tmp_path)
+    assert proc.returncode == 143 and len(calls) == 3
+    (run_dir,) = run_dirs(tmp_path)
+    assert sorted(p.name for p in run_dir.glob("*.pt*")) == ["ppo.pt"]
+    assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 2
+
+
+def record_rollouts(module):
+    """Make the script's Agent keep the observations and actions of every rollout step, in the list it returns."""
+    steps = []
+
+    class RecordingAgent(module.Agent):
+        def get_action(self, x, *args):
+            action = super().get_action(x, *args)
+            steps.append((x.clone(), action.clone()))
+            return action
+
+    module.Agent = RecordingAgent
+    return steps
+
+
+def test_a_resumed_run_draws_new_random_numbers(tmp_path):
+    """A run resumed after 2 iterations: its first iteration's observations (the envs' resets) and actions (torch's
+    samples) are not those the run started with, and they are the same each time it is resumed from that checkpoint."""
+    module = load_script("ppo.py")
+    first = record_rollouts(module)
+    assert_ok(run_main("ppo.py", *TINY[:4], "--total-timesteps", 128, "--save-model", cwd=tmp_path, module=module))
+    (run_dir,) = run_dirs(tmp_path)
+    resumed = []
+    for n in range(2):
+        module = load_script("ppo.py")
+        resumed.append(record_rollouts(module))
+        copy = copy_run(run_dir / "ppo.pt", tmp_path / str(n))
+        assert_ok(run_main("ppo.py", "--resume", copy, "--total-timesteps", 256, cwd=tmp_path / str(n), module=module))
+    start, again = (torch.stack([action for _, action in steps[:32]]) for steps in resumed)
+    assert torch.equal(start, again)  # deterministic given the checkpoint
+    assert not torch.equal(start, torch.stack([action for _, action in first[:32]]))
+    assert not torch.equal(resumed[0][0][0], first[0][0])  # the envs were reset with another seed
