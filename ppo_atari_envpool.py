@@ -193,18 +193,19 @@ class EnvpoolVecEnv:
             self.frames, self.episode = [], self.episode + 1
 
     def reset(self, seed=None):  # envpool seeds its envs when made (env i gets seed + i); seed is ignored here
-        obs, _ = self.envs.reset()
+        obs, info = self.envs.reset()
         self.record(False)
         self.since_done = np.zeros(self.num_envs, dtype=np.int64)  # [A7] agent steps since each env's last done
-        return self.zero_stale_frames(obs), {}
+        self.lives = info["lives"].copy()  # to tell a life lost at the time limit
+        return self.zero_stale_frames(obs, self.since_done), {}
 
-    def zero_stale_frames(self, obs):
+    def zero_stale_frames(self, obs, since_done):
         """[A7] baselines' VecFrameStack restarts an env's stack from zeros on every done (a lost life's too) and on
         reset: the first obs is 3 zero frames + the new one. envpool refills its stack only on a new game, with copies
         of the first frame, and keeps the frames from before a lost life; so here the frames of the stack that date
         from before the env's last done are zeroed, which gives exactly what ppo_atari.py and baselines see."""
         stack = obs.shape[1]
-        stale = np.arange(stack) + self.since_done[:, None] < stack - 1  # (num_envs, stack): frame j predates the done
+        stale = np.arange(stack) + since_done[:, None] < stack - 1  # (num_envs, stack): frame j predates the done
         if stale.any():
             obs = obs.copy()
             obs[stale] = 0
@@ -212,6 +213,10 @@ class EnvpoolVecEnv:
 
     def step(self, actions):
         obs, reward, terminations, truncations, info = self.envs.step(actions)
+        # at the time limit, envpool reports a life lost [A3] or a game over as a truncation alone; ppo_atari.py's
+        # wrappers, as baselines', end the episode there, with nothing after it to bootstrap [X5]
+        terminations = terminations | (info["terminated"] == 1) | (info["lives"] < self.lives)
+        self.lives = info["lives"].copy()
         dones = np.logical_or(terminations, truncations)
         game_over = np.logical_or(info["terminated"], truncations)  # a lost life [A3] is a done, not a game over
         self.episode_returns += info["reward"]  # raw, not clipped [A6]
@@ -219,14 +224,15 @@ class EnvpoolVecEnv:
         infos = {}
         if dones.any():
             finished = np.flatnonzero(dones)
-            infos["final_obs"] = obs  # [X5] the obs at the done, before the reset step replaces it in a copy
+            infos["final_obs"] = self.zero_stale_frames(obs, self.since_done + 1)  # [X5, A7] as the agent sees it
             reset_obs, _, _, _, reset_info = self.envs.step(np.zeros_like(actions[finished]), finished)  # action ignored
             obs = obs.copy()
             obs[reset_info["env_id"]] = reset_obs
+            self.lives[reset_info["env_id"]] = reset_info["lives"]  # a new game's, or the same after a lost life
             if dones[0]:
                 self.record(False)  # the first frame of env 0's next episode
         self.since_done = np.where(dones, 0, self.since_done + 1)
-        obs = self.zero_stale_frames(obs)  # [A7]
+        obs = self.zero_stale_frames(obs, self.since_done)  # [A7]
         if game_over.any():
             infos["final_info"] = {"episode": {"r": self.episode_returns.copy(), "l": info["elapsed_step"].copy()},
                                    "_episode": game_over}
@@ -237,7 +243,7 @@ class EnvpoolVecEnv:
         self.envs.close()
 
 
-def make_env(env_id, num_envs, seed, num_threads, capture_video, run_name, max_episode_steps=27000):
+def make_env(env_id, num_envs, seed, num_threads, capture_video, run_name, max_episode_steps=None):
     import envpool  # optional: imported only here, so that the file imports without it
 
     render_mode = {"render_mode": "rgb_array"} if capture_video else {}
@@ -254,7 +260,9 @@ def make_env(env_id, num_envs, seed, num_threads, capture_video, run_name, max_e
         reward_clip=True,  # [A6] rewards clipped to their sign; the raw one stays in info["reward"]
         stack_num=4,  # [A7] (4, 84, 84); EnvpoolVecEnv zeroes the frames from before a done, as baselines
         repeat_action_probability=0.0,  # no sticky actions, as the *NoFrameskip-v4 ids (the ALE's v5 default is 0.25)
-        max_episode_steps=max_episode_steps,  # 27000 agent steps = 108000 frames, the v5 time limit; then truncation
+        # ppo2's time limit, that of gym's *NoFrameskip-v4 registration: 100,000 x 4 frames (x 3 in SpaceInvaders),
+        # 100,000 agent steps (75,000); then truncation. envpool's default is the v5 limit, 27,000 (108,000 frames)
+        max_episode_steps=max_episode_steps or (75000 if env_id.startswith("SpaceInvaders") else 100000),
     )
     return EnvpoolVecEnv(envs, capture_video, run_name)
 

@@ -232,11 +232,14 @@ class WarpFrame(gym.ObservationWrapper):
 
 def make_env(env_id, idx, capture_video, run_name):
     def thunk():
+        # ppo2's time limit: gym's *NoFrameskip-v4 registration truncated a game at 100,000 x 4 frames (x 3 in
+        # SpaceInvaders), 100,000 agent steps; ale-py's v4 ids would truncate it at 108,000 frames
+        frames = 100000 * (3 if env_id.startswith("SpaceInvaders") else 4)
         if capture_video and idx == 0:
-            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.make(env_id, render_mode="rgb_array", max_num_frames_per_episode=frames)
             env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
         else:
-            env = gym.make(env_id)
+            env = gym.make(env_id, max_num_frames_per_episode=frames)
         env = NoopReset(env, noop_max=30)  # [A1]
         env = gym.wrappers.MaxAndSkipObservation(env, skip=4)  # [A2] repeat 4 frames, sum rewards, max of last 2
         # where baselines' Monitor sits (cmd_util.py make_env): episodic_return is the whole game's raw score (before

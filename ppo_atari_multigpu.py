@@ -44,7 +44,7 @@ class Args:
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """name of the experiment: runs are named {env_id}__{exp_name}__{seed}__{unix time}"""
     seed: int = 1
-    """seed of python, numpy, torch and the envs (env i of all --num-envs gets seed + i [G2]); from 0 to 2**32 - 1"""
+    """seed of python, numpy, torch and the envs (env i of rank r gets seed + 10000 * r + i [G2]); 0 to 2**32 - 1"""
     torch_deterministic: bool = True
     """set torch.backends.cudnn.deterministic: deterministic cuDNN kernels on a GPU; nothing else, no effect on CPU"""
     cuda: bool = True
@@ -253,11 +253,14 @@ class WarpFrame(gym.ObservationWrapper):
 
 def make_env(env_id, idx, capture_video, run_name):
     def thunk():
+        # ppo2's time limit: gym's *NoFrameskip-v4 registration truncated a game at 100,000 x 4 frames (x 3 in
+        # SpaceInvaders), 100,000 agent steps; ale-py's v4 ids would truncate it at 108,000 frames
+        frames = 100000 * (3 if env_id.startswith("SpaceInvaders") else 4)
         if capture_video and idx == 0:
-            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.make(env_id, render_mode="rgb_array", max_num_frames_per_episode=frames)
             env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
         else:
-            env = gym.make(env_id)
+            env = gym.make(env_id, max_num_frames_per_episode=frames)
         env = NoopReset(env, noop_max=30)  # [A1]
         env = gym.wrappers.MaxAndSkipObservation(env, skip=4)  # [A2] repeat 4 frames, sum rewards, max of last 2
         # where baselines' Monitor sits (cmd_util.py make_env): episodic_return is the whole game's raw score (before
@@ -472,7 +475,7 @@ def main(args: Args) -> None:
         envs.close()
         return
     if rank > 0:  # [G2] then each rank its own action samples and mini-batch shuffles (rank 0 goes on as ppo_atari.py)
-        torch.manual_seed(run.seed + rank)
+        torch.manual_seed(run.seed + 10000 * rank)
     # [X2] meet the other ranks (env:// rendezvous: torchrun's variables; without torchrun a world of one process).
     # The timeout bounds every wait for another rank: a hung rank ends the run with an error instead of hanging it.
     timeout = datetime.timedelta(seconds=args.dist_timeout)
@@ -498,8 +501,9 @@ def main(args: Args) -> None:
     values = torch.zeros((args.num_steps, args.local_num_envs)).to(device)
 
     global_step = run.start_iteration * args.batch_size
-    # [G2] env i of rank r gets seed + r * local_num_envs + i: over all ranks, env j gets seed + j as in ppo_atari.py
-    next_obs, _ = envs.reset(seed=run.seed + rank * args.local_num_envs)
+    # [G2] rank r's streams start from seed + 10000 * r, as baselines' make_vec_env seeds the envs of MPI rank r: in a
+    # sweep over seeds below 10000, no rank r > 0 draws the stream of another (seed, rank). Env i of rank r: + i
+    next_obs, _ = envs.reset(seed=run.seed + 10000 * rank)
     next_obs = torch.as_tensor(next_obs, device=device)
     next_done = torch.zeros(args.local_num_envs).to(device)  # [C1] next_obs and next_done carry across rollouts
     with run:  # Ctrl-C or SIGTERM ends the loop at an iteration boundary; then the last save, the logs closed

@@ -304,12 +304,17 @@ class ConvSequence(nn.Module):
     def __init__(self, in_channels, depth):
         super().__init__()
         self.conv = glorot_init(nn.Conv2d(in_channels, depth, 3, padding=1))
-        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.pool = nn.MaxPool2d(3, stride=2)
         self.res0 = ResidualBlock(depth)
         self.res1 = ResidualBlock(depth)
 
     def forward(self, x):
-        return self.res1(self.res0(self.pool(self.conv(x))))
+        # [P1] the pool pads as TF's max_pool2d(padding="same") in baselines' IMPALA CNN: to ceil(size / 2) windows,
+        # with the one row (column) of an even size after the frame, none before (nn.MaxPool2d's padding=1 puts one on
+        # both sides, which shifts every window by a pixel)
+        x = self.conv(x)
+        x = nn.functional.pad(x, (x.shape[-1] % 2, 1, x.shape[-2] % 2, 1), value=float("-inf"))
+        return self.res1(self.res0(self.pool(x)))
 
 
 class Agent(nn.Module):

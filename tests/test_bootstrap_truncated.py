@@ -19,11 +19,20 @@ from helpers import load_script, need, need_procgen, SameStepReference
 GAMMA = 0.99
 gym.register(id="X5CartPole-v1", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
              max_episode_steps=12)  # a random policy's episodes: some fall (terminated) before 12 steps, some not
-# Breakout with ALE's own time limit (the 108k frames of the real one) cut to 240 frames, about 60 agent steps:
-# random play loses lives (terminated, [A3]) and hits the limit (truncated) within a few hundred steps
-gym.register(id="X5BreakoutNoFrameskip-v4", entry_point="ale_py.env:AtariEnv",
+
+
+def short_breakout(**kwargs):
+    """Breakout with ALE's own time limit cut to 240 frames, about 60 agent steps, whatever limit the script asks for
+    (ppo2's 400k frames): random play loses lives (terminated, [A3]) and hits the limit (truncated) within a few hundred
+    steps."""
+    from ale_py.env import AtariEnv
+
+    return AtariEnv(**{**kwargs, "max_num_frames_per_episode": 240})
+
+
+gym.register(id="X5BreakoutNoFrameskip-v4", entry_point=short_breakout,
              kwargs=dict(game="breakout", obs_type="rgb", repeat_action_probability=0.0, full_action_space=False,
-                         frameskip=1, max_num_frames_per_episode=240))
+                         frameskip=1))
 
 
 class EnvRecorder(gym.Wrapper):

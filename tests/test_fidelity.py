@@ -220,3 +220,94 @@ def test_a7_envpool_stack_restarts_from_zeros_after_a_lost_life_and_a_game_over(
             np.testing.assert_array_equal(obs, ref_obs)
     assert lost_lives >= 8, lost_lives
     envs.close()
+
+
+@pytest.mark.parametrize("name", ALE_SCRIPTS + ["ppo_atari_envpool.py"])
+def test_atari_time_limit_is_ppo2s(name):
+    """ppo2 made its envs from gym's *NoFrameskip-v4 registration, which truncated a game at 100,000 x its frame skip
+    (4; 3 in SpaceInvaders) frames: 400,000 frames, 100,000 agent steps (SpaceInvaders: 300,000 and 75,000), not the
+    108,000 frames of ale-py's v4 ids and envpool's default. Read off the env each script builds."""
+    script = load_script(name)
+    for game, frames in (("Breakout", 400000), ("SpaceInvaders", 300000)):
+        if name == "ppo_atari_envpool.py":
+            need("envpool")
+            envs = script.make_env(f"{game}-v5", 1, 1, 1, False, "test")
+            assert envs.envs.config["max_episode_steps"] * envs.envs.config["frame_skip"] == frames
+            envs.close()
+        else:
+            gym.register_envs(need("ale_py"))
+            env = script.make_env(f"{game}NoFrameskip-v4", 0, False, "test")()
+            assert env.unwrapped.ale.getInt("max_num_frames_per_episode") == frames
+            env.close()
+
+
+def tf_same_max_pool(x, k=3, s=2):
+    """TensorFlow's max_pool2d(padding="same") in numpy, from its definition: ceil(n / s) windows per axis, the input
+    padded (with -inf) by max((out - 1) * s + k - n, 0) in all, the smaller half before."""
+    pads = []
+    for n in x.shape[-2:]:
+        total = max((-(-n // s) - 1) * s + k - n, 0)
+        pads.append((total // 2, total - total // 2))
+    padded = np.pad(x, [(0, 0)] * (x.ndim - 2) + pads, constant_values=-np.inf)
+    out = np.empty(x.shape[:-2] + tuple(-(-n // s) for n in x.shape[-2:]))
+    for i in range(out.shape[-2]):
+        for j in range(out.shape[-1]):
+            out[..., i, j] = padded[..., i * s : i * s + k, j * s : j * s + k].max(axis=(-2, -1))
+    return out
+
+
+def test_p1_impala_max_pool_pads_as_tensorflow():
+    """baselines' IMPALA CNN pools 3x3, stride 2, with TF's "same" padding: on an even size one row and column after
+    the frame only (nn.MaxPool2d(padding=1) pads both sides, which shifts every window by a pixel)."""
+    stage = load_script("ppo_procgen.py").ConvSequence(4, 4)
+    stage.conv = stage.res0 = stage.res1 = torch.nn.Identity()  # the pool alone
+    for size in (64, 32, 16, 15, 9):  # the stages' sizes, and odd ones
+        x = torch.randn(2, 4, size, size, generator=torch.Generator().manual_seed(size))
+        np.testing.assert_array_equal(stage(x).numpy(), tf_same_max_pool(x.numpy()))
+    assert not torch.equal(stage(x := torch.randn(1, 4, 64, 64)), torch.nn.MaxPool2d(3, 2, padding=1)(x))
+
+
+def envpool_breakout_steps(script, seed, limit, actions):
+    """Each step of a raw envpool Breakout made with ppo_atari_envpool.py's options and the time limit `limit`: (obs,
+    terminated, truncated, info), the reset step after a done taken at once and not listed."""
+    env = script.make_env("Breakout-v5", 1, seed, 1, False, "test", max_episode_steps=limit).envs
+    env.reset()
+    steps = []
+    for action in actions:
+        obs, _, terminated, truncated, info = env.step(action)
+        steps.append((obs[0].copy(), terminated[0], truncated[0], {key: int(info[key][0]) for key in
+                                                                   ("lives", "terminated", "elapsed_step")}))
+        if terminated[0] or truncated[0]:
+            env.step(action)
+    env.close()
+    return steps
+
+
+def test_envpool_at_the_time_limit_ends_as_ppo_atari():
+    """A life lost, or the game over, on the last step the time limit allows: envpool calls it a truncation only, so
+    --bootstrap-truncated [X5] would bootstrap across a real end; ppo_atari.py's wrappers (EpisodicLife, the ALE) call
+    it a termination too, and so must the adapter. And the final obs [X5] is zeroed like any other obs [A7]: frames
+    from before the last done are zeros."""
+    need("envpool")
+    script = load_script("ppo_atari_envpool.py")
+    seed, actions = 3, np.zeros((600, 1), dtype=np.int64)  # NOOP: the ball FIRE served is never returned; (steps, envs)
+    untimed = envpool_breakout_steps(script, seed, 100000, actions)
+    life = next(info["elapsed_step"] for _, ended, _, info in untimed if ended and not info["terminated"])
+    over = next(info["elapsed_step"] for _, ended, _, info in untimed if ended and info["terminated"])
+    for limit in (life, over, life + 1):
+        raw = envpool_breakout_steps(script, seed, limit, actions)
+        envs = script.make_env("Breakout-v5", 1, seed, 1, False, "test", max_episode_steps=limit)
+        envs.reset()
+        for t, action in enumerate(actions):
+            _, _, terminated, truncated, infos = envs.step(action)
+            if truncated[0]:
+                break
+        raw_obs, raw_terminated, raw_truncated, info = raw[t]
+        assert raw_truncated and info["elapsed_step"] == limit
+        if limit in (life, over):  # the end on the last step: envpool says truncated only, the adapter terminated too
+            assert not raw_terminated and terminated[0], (limit, t)
+        else:  # truncated one step after a lost life: the two frames from before it are zeros, as ppo_atari.py's
+            assert not terminated[0] and raw[t - 1][1]
+            assert not infos["final_obs"][0, :2].any() and raw_obs[:2].any()
+            np.testing.assert_array_equal(infos["final_obs"][0, 2:], raw_obs[2:])
+        envs.close()

@@ -19,7 +19,7 @@ SHORT = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512", "-
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64"]
 
 
-def reference(seed, num_envs, max_episode_steps=27000):
+def reference(seed, num_envs, max_episode_steps=100000):
     make = lambda s: envpool.make(BREAKOUT, env_type="gymnasium", num_envs=1, seed=s,
                                   max_episode_steps=max_episode_steps, **OPTIONS)
     return SameStepReference(make, seed, num_envs)
@@ -29,7 +29,7 @@ def test_a1_a7_envpool_options():
     envs = atari.make_env(BREAKOUT, 2, 1, 1, False, "test")
     config = envs.envs.config
     assert {key: config[key] for key in OPTIONS} == OPTIONS
-    assert config["max_episode_steps"] == 27000  # 108000 frames, the v5 time limit
+    assert config["max_episode_steps"] == 100000  # ppo2's: 400,000 frames (the *NoFrameskip-v4 registration of gym)
     assert envs.single_observation_space.shape == (4, 84, 84) and envs.single_observation_space.dtype == np.uint8
     envs.close()
 

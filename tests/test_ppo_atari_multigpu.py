@@ -2,6 +2,7 @@
 an independent mean, two ranks that train and end with identical weights [G1]-[G3], rank 0 alone writing, one
 process equal to ppo_atari.py, and bad launches, crashed and hung ranks ending the run with an error in bounded time."""
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -77,13 +78,13 @@ def test_g3_all_reduce_gives_every_rank_the_mean_gradient_in_one_collective(tmp_
 
 RECORDER = textwrap.dedent("""
     # Runs the copy of the script in this folder (it imports no repo file) under torchrun, remembering the agent's
-    # weights at the start and the end, the seeds its envs were reset with and the approx KL of each of its mini-batches
-    # as ppo_loss returned it; each rank saves them to rank<RANK>.pt.
+    # weights at the start and the end, the seeds its envs were reset with, torch's seed when the rollout began and the
+    # approx KL of each of its mini-batches as ppo_loss returned it; each rank saves them to rank<RANK>.pt.
     import os
     import torch
     import ppo_atari_multigpu as mg
 
-    agents, reset_seeds, approx_kls = [], [], []
+    agents, reset_seeds, approx_kls, torch_seeds = [], [], [], []
     ppo_loss = mg.ppo_loss
 
     def recording_loss(*inputs):
@@ -97,6 +98,10 @@ RECORDER = textwrap.dedent("""
             self.initial = {k: v.clone() for k, v in self.state_dict().items()}
             agents.append(self)
 
+        def get_action_and_value(self, *args):
+            torch_seeds.append(torch.initial_seed())
+            return super().get_action_and_value(*args)
+
     class RecordingVectorEnv(mg.gym.vector.SyncVectorEnv):
         def reset(self, *, seed=None, options=None):
             reset_seeds.append(seed)
@@ -107,8 +112,8 @@ RECORDER = textwrap.dedent("""
     mg.ppo_loss = recording_loss
     mg.main(mg.tyro.cli(mg.Args))
     (agent,) = agents
-    torch.save({"initial": agent.initial, "final": agent.state_dict(), "reset_seeds": reset_seeds, "approx_kls": approx_kls},
-               f"rank{os.environ['RANK']}.pt")
+    torch.save({"initial": agent.initial, "final": agent.state_dict(), "reset_seeds": reset_seeds, "approx_kls": approx_kls,
+                "torch_seed": torch_seeds[0]}, f"rank{os.environ['RANK']}.pt")
 """)
 
 
@@ -129,8 +134,11 @@ def test_g2_g3_ranks_start_and_end_with_identical_weights(two_ranks):
         assert torch.equal(rank0["initial"][key], rank1["initial"][key]), key  # [G2] same initial weights
         assert torch.equal(rank0["final"][key], rank1["final"][key]), key  # [G3] same steps all along
     assert any(not torch.equal(rank0["initial"][k], rank0["final"][k]) for k in rank0["final"])  # it did train
-    # [G2] env i of rank r was seeded seed + r * local_num_envs + i: rank 0's env seed 5, rank 1's 6
-    assert rank0["reset_seeds"] == [5] and rank1["reset_seeds"] == [6]
+    # [G2] rank r's streams start from seed + 10000 * r, as baselines' make_vec_env: rank 0 draws what ppo_atari.py
+    # draws with --seed 5, rank 1 a stream that no rank 0 of a sweep over seeds below 10000 draws (with seed + rank,
+    # rank 1 of seed 5 drew the stream of rank 0 of seed 6)
+    assert rank0["reset_seeds"] == [5] and rank1["reset_seeds"] == [10005]
+    assert rank0["torch_seed"] == 5 and rank1["torch_seed"] not in range(10000)
 
 
 def test_g1_only_rank_0_writes_and_counts_the_steps_of_all_ranks(two_ranks):
@@ -242,3 +250,24 @@ def test_a_crashed_or_hung_rank_ends_the_run_in_bounded_time(tmp_path):
     assert "rank      : 1 (local_rank: 1)\n  exitcode  : 1 " in crash_err, crash_err[-3000:]
     # the collective timed out on rank 0 (gloo's message), then torchrun stopped the sleeping rank 1
     assert "Timed out" in hang_err and "[rank0]" in hang_err, hang_err[-3000:]
+
+
+def test_sigterm_stops_every_rank_at_the_same_iteration_boundary(tmp_path):
+    """SIGTERM to torchrun, which forwards it to both ranks: they finish the iteration under way, agree at its end to
+    stop (a rank that stopped alone would leave the other waiting in a collective), and rank 0 saves that iteration."""
+    launch = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / SCRIPT),
+         *TINY[:4], "--num-minibatches", "1", "--update-epochs", "1", "--total-timesteps", "100000",
+         "--checkpoint-every", "1000"], cwd=tmp_path, env=test_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        assert launch.stdout.readline().startswith("step")  # rank 0's first progress line: training is under way
+        launch.send_signal(signal.SIGTERM)
+        out, err = launch.communicate(timeout=120)
+    finally:
+        launch.kill()
+    assert "interrupted at step" in err and "model saved to" in out, err[-3000:]
+    (run_dir,) = run_dirs(tmp_path)
+    saved = torch.load(run_dir / f"{SCRIPT[:-3]}.pt", weights_only=True)
+    assert 1 <= saved["iteration"] < 100000 // 32 and saved["global_step"] == saved["iteration"] * 32
+    assert max(step for step, _ in read_scalars(run_dir)["charts/learning_rate"]) == saved["global_step"]
