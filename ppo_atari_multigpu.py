@@ -790,6 +790,8 @@ class Run:
         if args.track and self.rank == 0:
             sys.modules["wandb"].finish()  # imported by start()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
+            if clean:  # wait for every rank: gloo's own thread frees the last all-reduce's tensors (under the GIL)
+                torch.distributed.barrier()  # after the call returns, and a rank that is exiting by then aborts
             torch.distributed.destroy_process_group()
         if clean and (self.stopped_by or not self.saved):  # 130 after Ctrl-C, 143 after SIGTERM, 1 after a failed save
             raise SystemExit(128 + self.stopped_by if self.stopped_by else 1)
