@@ -13,10 +13,13 @@ if __name__ == "__main__":  # before the imports below (seconds): until training
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 import contextlib
 import copy
+import importlib.metadata
 import itertools
 import json
 import os
+import platform
 import random
+import shutil
 import sys
 import time
 from collections import deque
@@ -42,7 +45,7 @@ class Args:
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """name of the experiment: runs are named {env_id}__{exp_name}__{seed}__{unix time}"""
     seed: int = 1
-    """seed of python, numpy, torch and the envs (env i gets seed + i); an integer from 0 to 2**32 - 1"""
+    """seed of python, numpy, torch and the envs (env i gets seed + i); an integer from 0 to 2**30"""
     torch_deterministic: bool = True
     """set torch.backends.cudnn.deterministic: deterministic cuDNN kernels on a GPU; nothing else, no effect on CPU"""
     cuda: bool = True
@@ -124,8 +127,8 @@ class Args:
                      "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
             if not 0 < getattr(self, name) < np.inf:  # NaN fails every comparison
                 return f"--{name.replace('_', '-')} must be positive and finite, got {getattr(self, name)}"
-        if not 0 <= self.seed < 2**32:
-            return f"--seed must be an integer from 0 to 2**32 - 1 (numpy's seed range), got {self.seed}"
+        if not 0 <= self.seed <= 2**30:  # with room above for the envs' offsets (+ i) within envpool's int32 seeds
+            return f"--seed must be an integer from 0 to 2**30, got {self.seed}"
         for name in ("ent_coef", "vf_coef"):
             if not 0 <= getattr(self, name) < np.inf:
                 return f"--{name.replace('_', '-')} must be >= 0 and finite, got {getattr(self, name)}"
@@ -228,8 +231,8 @@ class WarpFrame(gym.ObservationWrapper):
 
 def make_env(env_id, idx, capture_video, run_name):
     def thunk():
-        # ppo2's time limit: gym's *NoFrameskip-v4 registration truncated a game at 100,000 x 4 frames (x 3 in
-        # SpaceInvaders), 100,000 agent steps; ale-py's v4 ids would truncate it at 108,000 frames
+        # ppo2's time limit: gym's *NoFrameskip-v4 registration truncated a game at 100,000 x 4 frames, 100,000 agent
+        # steps (SpaceInvaders: x 3 frames, 75,000 steps); ale-py's v4 ids would truncate it at 108,000 frames
         frames = 100000 * (3 if env_id.startswith("SpaceInvaders") else 4)
         if capture_video and idx == 0:
             env = gym.make(env_id, render_mode="rgb_array", max_num_frames_per_episode=frames)
@@ -531,8 +534,11 @@ class Run:
     """parts: what a checkpoint holds besides the settings (model=agent, ...), with state_dict and load_state_dict."""
 
     def __init__(self, args, rank=0):  # rank: under torchrun, only rank 0 writes. Checks, checkpoint, run folder
-        self.args, self.rank, self.script, self.training, self.stopped_by = args, rank, os.path.basename(__file__), False, 0
-        self.name, self.dir, self.writer, self.state, self.wandb_id, self.world = "", None, None, None, None, 1
+        self.args, self.rank, self.script, self.training, self.stopped_by = args, rank, os.path.basename(__file__), None, 0
+        self.name, self.dir, self.made, self.writer, self.state, self.wandb_id = "", None, None, None, None, None
+        self.world = 1  # processes under torchrun
+        signal.signal(signal.SIGINT, self.on_signal)  # until training starts, a stop leaves nothing (on_signal)
+        signal.signal(signal.SIGTERM, self.on_signal)
         self.recent_returns = deque(maxlen=20)  # of the last episodes, for the progress line
         self.flag, self.path = ("--resume", args.resume) if args.resume else ("--eval-checkpoint", args.eval_checkpoint)
         self.checkpoint = self.read_checkpoint() if self.path is not None else {}
@@ -542,9 +548,10 @@ class Run:
         if args.resume is not None and self.start_iteration >= args.num_iterations:
             self.fail(f"--resume {args.resume}: the run has done all its {self.start_iteration} iterations; give a "
                       f"larger --total-timesteps than {args.total_timesteps} to extend it")
-        # --resume: a seed drawn from (seed, iteration reached): new random numbers on every device and in the envs
+        # --resume: a seed drawn from (seed, iteration reached): new random numbers on every device and in the envs;
+        # below 2**30, as --seed, so that every env's seed (+ its index) stays within the int32 that envpool takes
         seeds = np.random.SeedSequence([args.seed, self.start_iteration])
-        self.seed = args.seed if args.resume is None else int(seeds.generate_state(1)[0])
+        self.seed = args.seed if args.resume is None else int(seeds.generate_state(1)[0]) % 2**30
         self.name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"  # one level
         if args.resume is not None:  # the run goes on in its own folder
             self.dir = os.path.dirname(args.resume) or "."
@@ -561,6 +568,7 @@ class Run:
                         os.makedirs(f"{parent}/{name}")
                         break
                 self.dir, self.name = f"{parent}/{name}", name if parent == "runs" else f"{name}/eval"
+                self.made = self.dir if parent == "runs" else None  # what a stop before training removes
         except OSError as e:  # a file of that name, or no permission
             self.fail(f"cannot make the folder {e.filename} ({e.strerror})")
 
@@ -576,13 +584,17 @@ class Run:
             self.fail(f"{flag} {path}: not a checkpoint saved by --save-model (a bare state dict? an older format?)")
         if checkpoint["script"] != self.script:
             self.fail(f"{flag} {path}: this checkpoint was written by {checkpoint['script']}; use that script")
-        # a flag counts as given when off its default: main gets the same Args for one typed at its default value
+        # a flag is given when typed on this script's command line (--cuda, --no-cuda, --num-envs=4), or, from code
+        # (main(Args(...)) in another program), when off its default
+        typed = {word[2:].split("=")[0].replace("-", "_").removeprefix("no_") for word in sys.argv[1:]
+                 if word.startswith("--")} if os.path.realpath(sys.argv[0]) == os.path.realpath(__file__) else set()
         names = vars(args) if flag == "--resume" else [name for name in ENV_SETTINGS if name in vars(args)]
         for name in [name for name in names if name in checkpoint["args"] and name not in ("resume", "eval_checkpoint")]:
-            given, saved, default = getattr(args, name), checkpoint["args"][name], getattr(type(args)(), name)
-            if given not in (saved, default) and (flag == "--eval-checkpoint" or name not in FREE_ON_RESUME):
-                self.fail(f"--{name.replace('_', '-')} {given}: the checkpoint was trained with {saved}; leave it out")
-            setattr(args, name, saved if given == default else given)
+            value, saved = getattr(args, name), checkpoint["args"][name]
+            given = name in typed or value != getattr(type(args)(), name)
+            if given and value != saved and (flag == "--eval-checkpoint" or name not in FREE_ON_RESUME):
+                self.fail(f"--{name.replace('_', '-')} {value}: the checkpoint was trained with {saved}; leave it out")
+            setattr(args, name, value if given else saved)
         return checkpoint
 
     def load(self, **parts):  # the checkpoint's state into the parts
@@ -613,12 +625,16 @@ class Run:
                 print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline (wandb sync)", file=sys.stderr)
                 wandb.init(**kwargs, mode="offline")
             self.wandb_id = wandb.run.id
+        versions = {"python": platform.python_version()}  # the libraries that made this run, for the reports
+        for package in ("torch", "gymnasium", "envpool", "ale-py", "mujoco"):
+            with contextlib.suppress(importlib.metadata.PackageNotFoundError):  # those installed
+                versions[package] = importlib.metadata.version(package)
         with open(f"{self.dir}/args.json", "w") as f:  # the run's resolved settings, for the benchmark tools
-            json.dump({"script": self.script, **vars(args)}, f, indent=1)
+            json.dump({"script": self.script, "versions": versions, **vars(args)}, f, indent=1)
         # --resume: TensorBoard hides what the stopped process logged after its checkpoint, so no step appears twice
         self.writer = SummaryWriter(self.dir, purge_step=self.start_iteration * args.batch_size + 1 if args.resume else None)
         self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(
-            f"|{key}|{value}|" for key, value in vars(args).items()))
+            f"|{key}|{value}|" for key, value in {**vars(args), "versions": versions}.items()))
         return self.writer
 
     def iterations(self):  # between two and after the last: progress, the state to save, --checkpoint-every's save
@@ -669,16 +685,16 @@ class Run:
                 os.remove(path + ".tmp")
 
     def on_signal(self, signum, frame):
+        if self.training is None:  # before the first iteration: a run that trained nothing leaves nothing
+            self.fail(None, code=128 + signum)  # what a shell reports: 130 after Ctrl-C, 143 after SIGTERM
         # the first: in training, stop now and drop the iteration under way (torchrun: all ranks at the next boundary)
         first, self.stopped_by = not self.stopped_by, self.stopped_by or signum
-        if not first:
-            raise SystemExit(128 + signum)  # what a shell reports: 130 after Ctrl-C, 143 after SIGTERM
+        if not first and self.world == 1:  # a second: exit now. Under torchrun each rank gets a stop twice (the
+            raise SystemExit(128 + signum)  # terminal's, torchrun's): one stop; torchrun kills a rank that hangs
         if self.training and self.world == 1:
             raise KeyboardInterrupt
 
-    def __enter__(self):  # before this, Python's defaults: a stop ends the process at once, with nothing to save yet
-        signal.signal(signal.SIGINT, self.on_signal)
-        signal.signal(signal.SIGTERM, self.on_signal)
+    def __enter__(self):  # from here a stop ends training at an iteration boundary and keeps what was saved
         self.training = True
 
     def __exit__(self, kind, error, trace):  # the loop is over: finished, stopped, or failed with an error
@@ -706,13 +722,15 @@ class Run:
             raise SystemExit(128 + self.stopped_by if self.stopped_by else 1)
         return clean  # the stop is handled: no traceback; an error goes on with its own
 
-    def fail(self, message):  # one line on stderr, exit code 2, like argparse; the run's empty folders go again
-        if self.rank == 0:
+    def fail(self, message, code=2):  # one line on stderr, exit code 2, like argparse; what the run made goes again
+        if self.rank == 0 and message:
             print(f"{self.script}: error: {message}", file=sys.stderr)
+        if self.made:  # the new run's folder: args.json and logs of a run that trained nothing
+            shutil.rmtree(self.made, ignore_errors=True)
         for folder in (f"videos/{self.name}", self.dir or "", "videos", "runs"):
             with contextlib.suppress(OSError):
                 os.rmdir(folder)
-        raise SystemExit(2)
+        raise SystemExit(code)
 
 
 if __name__ == "__main__":

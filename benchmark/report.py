@@ -10,7 +10,9 @@ arm; runs that differ in any setting are different arms. An arm is labelled by i
 it differs from the other arms of that script (`ppo.py learning_rate=0.001`). Per run: the mean of its last --last
 charts/episodic_return values (fewer when fewer exist: the table says so), its final charts/SPS, and its wall time
 (first to last logged scalar). Per arm: mean and std of these over seeds. A run that stopped before 95% of its total
-timesteps is listed but left out of the table; when a seed of an arm was run twice, the newer run counts.
+timesteps is listed but left out of the table; when a seed of an arm was run twice, the newer run counts. Under each
+table, the library versions its runs were made with (args.json's "versions": python, torch, gymnasium, ...): one set,
+or "mixed" and each set with its runs; "not recorded" for runs older than that key. They are no setting of an arm.
 
 Comparisons, for each env with two or more arms: the difference of mean returns of each arm to a baseline arm (the
 one with the reference settings, else the first), with a 95% confidence interval from a bootstrap over seeds; over
@@ -64,13 +66,16 @@ def read_run(path, name):
         scalars[tag] = tuple(np.array(x, dtype=float) for x in zip(*[(e.step, e.value, e.wall_time) for e in events]))
     params = {}
     try:
-        params = {key: str(value) for key, value in json.loads((Path(path) / "args.json").read_text()).items()}
+        params = json.loads((Path(path) / "args.json").read_text())
+        versions = params.pop("versions", None)
+        params = {key: str(value) for key, value in params.items()}
     except (OSError, ValueError, AttributeError):
         for tag in tags.get("tensors", []):  # the scripts log their arguments as a Markdown table "|key|value|"
             if tag.startswith("hyperparameters"):
                 text = acc.Tensors(tag)[0].tensor_proto.string_val[0].decode()
                 rows = re.findall(r"^\|([^|]+)\|([^|]*)\|$", text, flags=re.M)
                 params = {key: value for key, value in rows if (key, value) not in (("param", "value"), ("-", "-"))}
+        versions = params.pop("versions", None)  # there as text: "{'python': '3.11.7', 'torch': ...}"
     parts = name.split("__")
     stamp = parts[-1].split("-")[0]  # a second run in the same second: 1700000000-2
     name_ok = len(parts) >= 4 and stamp.isdigit()
@@ -96,6 +101,7 @@ def read_run(path, name):
         "scalars": scalars,
         "wall_start": float(walls.min()) if len(walls) else math.nan,
         "wall_end": float(walls.max()) if len(walls) else math.nan,
+        "versions": library_versions(versions),
     }
     run["script"] = params.pop("script", f"{run['exp_name']}.py")  # runs without args.json: exp_name is the script's
     # the settings that make the arm: all but the seed (and the env id, which the table shows by itself)
@@ -103,6 +109,33 @@ def read_run(path, name):
     run["settings"].setdefault("exp_name", run["exp_name"])
     run["settings"].setdefault("total_timesteps", str(run["total_timesteps"]))
     return run
+
+
+def library_versions(value):
+    """{library: version} of a run, from the "versions" the scripts record ({"python": "3.11.7", "torch": ...}; as its
+    text in the hyperparameters table); None where it is not recorded (runs older than it) or not readable."""
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return None
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) and value else None
+
+
+def libraries(runs):
+    """The lines under a table that name the library versions its runs were made with: one set; or, where the runs
+    differ, "mixed" and each set with its runs; "not recorded" for runs without them (older runs). [] for no runs."""
+    sets = {}
+    for run in sorted(runs, key=lambda r: r["name"]):
+        versions = run["versions"]
+        sets.setdefault(versions and tuple(sorted(versions.items())), (versions, []))[1].append(run["name"])
+    named = [(", ".join(f"{k} {v}" for k, v in versions.items()) if versions else "not recorded", names)
+             for versions, names in sorted(sets.values(), key=lambda x: (x[0] is None, -len(x[1])))]
+    if len(named) < 2:
+        return ["", f"Libraries: {named[0][0]}."] if named else []
+    return ["", f"Libraries: mixed, {len(named)} sets: " + "; ".join(
+        f"{text} ({len(names)} run{'s' * (len(names) > 1)}: {', '.join(f'`{name}`' for name in names)})"
+        for text, names in named) + "."]
 
 
 def summarize_run(run, last):
@@ -483,6 +516,7 @@ def render(report, ref_rows, args, image_links):
                      f"| {fmt_mean_std(*ret)}{fewer} | {fmt_num(sps, 0)} | {fmt_wall(wall)} | " + " | ".join(refs) + " |")
     if not report.groups:
         lines.append("| (no complete run) | | | | | | | | | |")
+    lines += libraries(all_runs)
 
     envs = {}
     for (env_id, _), label, is_ref, runs in report.groups:
@@ -516,6 +550,7 @@ def render(report, ref_rows, args, image_links):
                     says = f"{'higher' if diff > 0 else 'lower'}{': a hint only, too few seeds' if few else ''}"
                 lines.append(f"| {label} | {len(values)} | {fmt_mean_std(*mean_std(values, ddof))} "
                              f"| {fmt_ci(diff, lo, hi)} | {says} |")
+            lines += libraries([run for *_, runs in arms for run in runs])
         table, firsts = {}, {}
         for env_id, arms in envs.items():
             table[env_id] = {label: [r["summary"]["return"] for r in runs] for label, _, runs in arms}
@@ -533,6 +568,9 @@ def render(report, ref_rows, args, image_links):
             for label, iqm, (lo, hi), poi, poi_ci in rows:
                 p_cell = "—" if poi is None else f"{poi:.2f} [{poi_ci[0]:.2f}, {poi_ci[1]:.2f}]"
                 lines.append(f"| {label} | {iqm:.2f} [{lo:.2f}, {hi:.2f}] | {p_cell} |")
+            shown = {row[0] for row in rows}  # the runs aggregate compared: each arm's first seeds in every env
+            used = [runs for arms in envs.values() for label, _, runs in arms if label in shown]
+            lines += libraries([run for runs in used for run in runs[:min(map(len, used))]])
         else:
             lines.append(f"IQM and probability of improvement: {note}.")
 
@@ -559,6 +597,7 @@ def render(report, ref_rows, args, image_links):
         label = labels.get(id(run), run["script"])
         lines.append(f"| {run['name']} | {label} | {run['seed']} | {s['episodes']} | {fmt_num(s['return'])} "
                      f"| {s['averaged']} | {fmt_num(s['sps'], 0)} | {fmt_wall(s['wall'])} | {note} |")
+    lines += libraries(all_runs + [run for run, _ in report.left_out])
     return "\n".join(lines) + "\n"
 
 

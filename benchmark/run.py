@@ -29,7 +29,13 @@ one `sbatch` job array, one task per run, at most --workers at once. The batch s
 kept in <out>/slurm/ (each task's own Slurm output too); every task runs `run.py --slurm-task <list>`, which runs its
 one run as a local worker does and writes the same log and state files. Slurm sends SIGTERM to every process of a
 task that is cancelled, reaches its time limit or is preempted, then SIGKILL: the run saves its checkpoint and the
-task records it as interrupted; a requeued task, or the sweep submitted again, continues it.
+task records it as interrupted; a requeued task, or the sweep submitted again, continues it. Started again (also
+with --dry-run), the runner asks sacct how the tasks of earlier submissions that squeue no longer lists ended, says
+it, and writes it into their runs' state files (slurm_state: FAILED, CANCELLED, TIMEOUT, ...): a run that its task
+left pending or running (the task was killed, or failed, before it could record its end) becomes failed (FAILED,
+OUT_OF_MEMORY) or interrupted (CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, ...). Without accounting, sacct --completion
+reads the job completion log (JobCompType=jobcomp/filetxt), which knows only the tasks that started their run. Where
+sacct does not answer, the state files stay as the tasks left them.
 
 Stdlib only (and benchmark/common.py). The training scripts log to runs/ under the working directory (--cwd,
 default: the current one).
@@ -302,11 +308,12 @@ def start(run, out, cwd, threads):
         run.log_file.write(f"cannot start: {e}\n")
         run.process = None
     job = os.environ.get("SLURM_ARRAY_JOB_ID")
-    for stale in ("returncode", "error", "ended", "wall_s", "args"):  # of an earlier attempt
+    for stale in ("returncode", "error", "ended", "wall_s", "args", "slurm_state"):  # of an earlier attempt
         run.state.pop(stale, None)
     write_state(out, run, status="running", started=run.started, host=socket.gethostname(), resumed_from=checkpoint,
                 pid=run.process.pid if run.process else None, run_names=[folder] if checkpoint else [],
-                slurm_job=f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID')}" if job else None)
+                slurm_job=f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID')}" if job else None,
+                slurm_job_id=os.environ.get("SLURM_JOB_ID") if job else None)  # the task's own id: sacct --completion
 
 
 def still_running(state):
@@ -423,11 +430,12 @@ def mark_pending(out, run):
     write_state(out, run, status="pending", run_names=[folder] if folder else [])
 
 
-def queued_in_slurm(out):
-    """{state file stem: Slurm array task} of the runs that earlier --slurm submissions into this --out left queued or
-    running (as squeue lists them): a new submission must not run them a second time."""
+def slurm_tasks(out):
+    """The Slurm array tasks ("<job>_<task>") that earlier --slurm submissions into this --out asked for: ({state file
+    stem: task} of the runs that squeue still lists as queued or running: a new submission must not run them a second
+    time, {stem: task} of each run's latest submission)."""
     submitted = []
-    for path in sorted((out / "slurm").glob("*.json")):
+    for path in sorted((out / "slurm").glob("*.json"), key=lambda path: path.stat().st_mtime):  # the latest last
         try:
             submission = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -435,7 +443,7 @@ def queued_in_slurm(out):
         if isinstance(submission, dict) and submission.get("job_id"):
             submitted.append(submission)
     if not submitted:
-        return {}
+        return {}, {}
     try:
         proc = subprocess.run(["squeue", "--user", str(os.getuid()), "--noheader", "--array", "--format", "%F %K"],
                               capture_output=True, text=True, timeout=120)
@@ -447,8 +455,101 @@ def queued_in_slurm(out):
         print(f"run.py: error: cannot ask squeue which runs of earlier submissions into {out} are still queued or "
               f"running ({why})", file=sys.stderr)
         raise SystemExit(1)
-    return {item["stem"]: f"{submission['job_id']}_{i}" for submission in submitted
-            for i, item in enumerate(submission["runs"]) if (submission["job_id"], str(i)) in alive}
+    tasks = [(item["stem"], submission["job_id"], str(i)) for submission in submitted
+             for i, item in enumerate(submission["runs"])]
+    return ({stem: f"{job}_{i}" for stem, job, i in tasks if (job, i) in alive},
+            {stem: f"{job}_{i}" for stem, job, i in tasks})
+
+
+# How sacct's end of a task makes the end of a run its task did not record: failed, or interrupted (stopped from
+# outside; it continues from its checkpoint). COMPLETED (exit 0) and the states of tasks not ended are not here.
+SLURM_ENDS = {"FAILED": "failed", "OUT_OF_MEMORY": "failed", "CANCELLED": "interrupted", "TIMEOUT": "interrupted",
+              "PREEMPTED": "interrupted", "NODE_FAIL": "interrupted", "BOOT_FAIL": "interrupted",
+              "DEADLINE": "interrupted"}
+
+
+def sacct(*args):
+    """sacct's rows [JobID, State, ExitCode, End] of the jobs asked for, or None when it does not answer (not
+    installed, or a cluster without accounting: "Slurm accounting storage is disabled")."""
+    try:
+        proc = subprocess.run(["sacct", "--noheader", "--parsable2", "--allocations", "--format",
+                               "JobID,State,ExitCode,End", *args], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return [line.split("|") for line in proc.stdout.splitlines() if line.count("|") == 3] \
+        if proc.returncode == 0 else None
+
+
+def array_tasks(job_id):
+    """The array tasks a JobID of sacct stands for: "7_2" -> ["7_2"]; tasks that never started are one row,
+    "7_[3-5,8%2]" -> ["7_3", "7_4", "7_5", "7_8"]; [] for a job that is not a task of an array."""
+    array, _, index = job_id.partition("_")
+    if index.isdigit():
+        return [job_id]
+    tasks = []
+    if index.startswith("[") and index.endswith("]"):
+        for part in index[1:-1].split("%")[0].split(","):
+            first, _, last = part.partition("-")
+            if first.isdigit() and (last or first).isdigit():
+                tasks += [f"{array}_{i}" for i in range(int(first), int(last or first) + 1)]
+    return tasks
+
+
+def slurm_ends(tasks):
+    """How the array tasks asked for ended, as sacct says: {task: (state, exit code "code:signal", end time)}, for
+    the states of SLURM_ENDS. tasks: {task: its own job id, or None where unknown}. First from the accounting
+    database, by job array; for the tasks it does not know (a cluster without accounting), from the job completion
+    log (sacct --completion, where slurm.conf has JobCompType=jobcomp/filetxt), which names a task only by its own
+    job id (SLURM_JOB_ID: a task records it when its run starts)."""
+    ends = {}
+    for job, state, code, end in sacct("--jobs", ",".join(sorted({task.split("_")[0] for task in tasks}))) or []:
+        ends.update({task: (state, code, end) for task in array_tasks(job) if task in tasks})
+    own = {job: task for task, job in tasks.items() if job and task not in ends}
+    if own:
+        for job, state, code, end in sacct("--completion", "--jobs", ",".join(own)) or []:
+            if job in own:
+                ends[own[job]] = (state, code, end)
+    ends = {task: (state.split()[0], code, end) for task, (state, code, end) in ends.items() if state.split()}
+    return {task: end for task, end in ends.items() if end[0] in SLURM_ENDS}  # "CANCELLED by 1000": CANCELLED
+
+
+def record_slurm_ends(out, states, runs, tasks):
+    """What sacct says of the ended Slurm task of each run that is not done (tasks: {state file stem: its latest
+    task}), written into its state file: slurm_state (FAILED, CANCELLED, TIMEOUT, ...). A run that its task left
+    pending or running (the task ended before it could record how: killed, out of memory, its node lost, a failure
+    before the run started) also gets the status of SLURM_ENDS, the exit code and an error line. Returns a line to
+    print per run; none where sacct does not answer (then the state files stay as they are)."""
+    asked = {}
+    for run in runs:
+        path, task = out / f"{run.stem}.json", tasks.get(run.stem)
+        state = states.get(path)
+        if task and state and state.get("status") != "done" and \
+                (state.get("status") == "pending" or state.get("slurm_job") == task):  # not a later attempt's
+            asked[task] = (run, path, state)
+    lines = []
+    ends = slurm_ends({task: state.get("slurm_job_id") for task, (_, _, state) in asked.items()}) if asked else {}
+    for task, (run, path, state) in asked.items():
+        if task not in ends:
+            continue
+        slurm_state, code, end = ends[task]
+        fields = {"slurm_state": slurm_state}
+        unrecorded = state["status"] in ("pending", "running")
+        if unrecorded:
+            exit_code, signum = (int(x) if x.isdigit() else 0 for x in code.partition(":")[::2])  # "0:9": SIGKILL
+            try:
+                ended = time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S"))
+            except ValueError:
+                ended = time.time()
+            fields.update(status=SLURM_ENDS[slurm_state], returncode=-signum if signum else exit_code or None,
+                          ended=ended, error=f"the Slurm task {task} ended {slurm_state} (exit code {code}) before it "
+                                             f"recorded how its run ended")
+        if any(state.get(key) != value for key, value in fields.items()):
+            state.update(fields)
+            write_json(path, state)
+        why = "; the task ended before its run recorded its end" if unrecorded else ""
+        lines.append(f"  {state['status']} in Slurm ({slurm_state}, task {task}, exit {code}{why}): "
+                     f"{run.env_id} seed {run.seed}")
+    return lines
 
 
 def batch_script(args, out, listing, runs, name):
@@ -579,7 +680,7 @@ def parse_args(argv=None):
                         help="a run done before counts only if the files the command names (the script) are unchanged")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the runs and whether they would be skipped (with --slurm, the batch script); "
-                             "run, write and submit nothing")
+                             "run and submit nothing, and write nothing but how ended Slurm tasks ended (sacct)")
     slurm = parser.add_argument_group("Slurm", "With --slurm the runs become one job array; these options set its "
                                                "#SBATCH lines.")
     slurm.add_argument("--slurm", action="store_true",
@@ -658,7 +759,8 @@ def main(argv=None):
             if before.get("files") != run.state["files"]:
                 edited.append(run)
     stems = {run.stem for run in runs}
-    queued = {stem: task for stem, task in queued_in_slurm(out).items() if stem in stems} if args.slurm else {}
+    queued, latest = slurm_tasks(out) if args.slurm else ({}, {})
+    queued = {stem: task for stem, task in queued.items() if stem in stems}
     total = len(runs)
     where = f"{len(queued)} queued or running in Slurm" if args.slurm else \
         f"{args.workers} workers, OMP_NUM_THREADS={threads}"
@@ -678,6 +780,8 @@ def main(argv=None):
             print(f"  skip (still running here as pid {pid}, started by another runner): {run.env_id} seed {run.seed}")
     pending = [run for run in pending if run not in busy]
     if args.slurm:
+        for line in record_slurm_ends(out, states, pending, latest):
+            print(line, flush=True)
         if not pending:
             print("nothing to submit")
             return 0

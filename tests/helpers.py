@@ -32,6 +32,14 @@ METRICS = [
 ]
 
 
+SCRIPTS = ["ppo.py", "ppo_atari.py", "ppo_continuous_action.py", "ppo_atari_lstm.py", "ppo_multidiscrete.py",
+           "ppo_multidiscrete_mask.py", "ppo_atari_envpool.py", "ppo_procgen.py", "ppo_atari_multigpu.py"]
+NEEDS = {"ppo_atari.py": "ale_py", "ppo_atari_lstm.py": "ale_py", "ppo_atari_multigpu.py": "ale_py",
+         "ppo_atari_envpool.py": "envpool", "ppo_procgen.py": "envpool", "ppo_multidiscrete.py": "envpool",
+         "ppo_multidiscrete_mask.py": "envpool"}  # what a script checks before it makes its run folder
+ENVPOOL_SCRIPTS = [script for script, module in NEEDS.items() if module == "envpool"]
+
+
 def missing(reason):
     """A test cannot run here for want of `reason` (an extra, a system library): skip it on a user's machine, but
     fail it in CI (the variable CI set), where .ci/run installs everything and a skip would hide a broken install."""

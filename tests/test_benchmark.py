@@ -386,6 +386,60 @@ def test_slurm_dry_run_prints_the_batch_script_of_the_runs_not_done(fake):
     assert sorted(p.name for p in (fake / "out").iterdir()) == before  # nothing written
 
 
+def test_slurm_runner_records_how_sacct_says_ended_tasks_ended(fake):
+    """--slurm again after a job array ended, with stand-ins for sbatch, squeue (the tasks are gone) and sacct: where
+    sacct does not answer (a cluster without accounting) the state files stay as the tasks left them; where it
+    answers, by job array, the runner says how each task ended and records it: a run its task left running (killed
+    at its time limit before it recorded its end) and one never started (cancelled while queued) are interrupted,
+    with Slurm's state; a run whose task recorded its end keeps it and gets Slurm's state beside it."""
+    bin_ = fake / "bin"
+    bin_.mkdir()
+    for name, body in (("sbatch", "echo 7"), ("squeue", "true"),
+                       ("sacct", 'echo "$*" >> sacct_calls.txt\ncase " $* " in *" --completion "*) exit 1;; esac\n'
+                                 '[ -f sacct.txt ] && exec cat sacct.txt\n'
+                                 'echo "Slurm accounting storage is disabled" >&2; exit 1')):
+        (bin_ / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_ / name).chmod(0o755)
+    path = f"{bin_}:{os.environ['PATH']}"
+    grid = ["--command", "python fake.py", "--env-ids", "EnvA-v0", "--seeds", 1, 2, 3, "--out", "out", "--slurm"]
+    proc = run_tool("run.py", *grid, cwd=fake, PATH=path)
+    assert_ok(proc)
+    assert "submitted Slurm job 7: 3 array tasks" in proc.stdout
+    # what the tasks left: task 0 killed while its run went on, task 1 recorded its run interrupted, task 2 never ran
+    left = {1: dict(status="running", slurm_job="7_0", slurm_job_id="8"),
+            2: dict(status="interrupted", slurm_job="7_1", slurm_job_id="7", returncode=143, error="stopped")}
+    for file in (fake / "out").glob("*.json"):
+        state = json.loads(file.read_text())
+        file.write_text(json.dumps(dict(state, **left.get(state["seed"], {}))))
+    before = states(fake / "out")
+
+    proc = run_tool("run.py", *grid, "--dry-run", cwd=fake, PATH=path)
+    assert_ok(proc)
+    assert " in Slurm (" not in proc.stdout and states(fake / "out") == before  # today's behaviour
+    assert (fake / "sacct_calls.txt").read_text().splitlines()[-1].endswith("--completion --jobs 8,7")  # tasks' own ids
+
+    (fake / "sacct.txt").write_text("7_0|TIMEOUT|0:0|2026-11-25T10:00:00\n"
+                                    "7_1|CANCELLED by 1000|0:15|2026-11-25T10:00:01\n"
+                                    "7_[2-4%2]|CANCELLED by 1000|0:0|Unknown\n")  # the tasks that never started
+    proc = run_tool("run.py", *grid, "--dry-run", cwd=fake, PATH=path)
+    assert_ok(proc)
+    lines = [line for line in proc.stdout.splitlines() if " in Slurm (" in line]
+    assert lines == [
+        "  interrupted in Slurm (TIMEOUT, task 7_0, exit 0:0; the task ended before its run recorded its end): "
+        "EnvA-v0 seed 1",
+        "  interrupted in Slurm (CANCELLED, task 7_1, exit 0:15): EnvA-v0 seed 2",
+        "  interrupted in Slurm (CANCELLED, task 7_2, exit 0:0; the task ended before its run recorded its end): "
+        "EnvA-v0 seed 3"], proc.stdout
+    after = states(fake / "out")
+    assert [(after[("EnvA-v0", seed)]["status"], after[("EnvA-v0", seed)]["slurm_state"],
+             after[("EnvA-v0", seed)].get("returncode")) for seed in (1, 2, 3)] == [
+        ("interrupted", "TIMEOUT", None), ("interrupted", "CANCELLED", 143), ("interrupted", "CANCELLED", None)]
+    assert after[("EnvA-v0", 1)]["error"] == \
+        "the Slurm task 7_0 ended TIMEOUT (exit code 0:0) before it recorded how its run ended"
+    assert after[("EnvA-v0", 2)]["error"] == "stopped"
+    assert (fake / "sacct_calls.txt").read_text().splitlines()[-1].endswith("--jobs 7")  # by job array
+
+
 @pytest.mark.parametrize("tool, shown", [
     ("run.py", ["--seeds: (default: 1 2 3)", "--grace: (default: 30.0)", "--threads: (default: cores // workers"]),
     ("report.py", ["--std: (default: population)", "--reference: (default: benchmark/reference.csv)"]),
@@ -660,6 +714,48 @@ def test_report_compares_two_arms_with_the_same_seeds(tmp_path):
     assert proc.stdout[:proc.stdout.index("## Over all envs")] == text[:text.index("## Over all envs")]
     assert "IQM and probability of improvement: not computed: rliable cannot be imported (not installed here); " \
            "pip install rliable (the plot extra)." in proc.stdout
+
+
+def under_tables(text):
+    """The first line after each Markdown table of a report (None for a table that ends the text)."""
+    lines = text.splitlines() + [""]
+    return [next((line for line in lines[i + 1:] if line), None) for i in range(len(lines) - 1)
+            if lines[i].startswith("|") and not lines[i + 1].startswith("|")]
+
+
+def test_report_names_the_library_versions_under_each_table(tmp_path):
+    """Under each table, a line names the library versions of its runs (args.json's "versions"; for a run without
+    args.json, the same in its hyperparameters text): one set; "mixed" and each set with its runs where they differ;
+    "not recorded" for older runs. The versions are no setting: runs that differ only in them are one arm."""
+    runs = tmp_path / "runs"
+    v1 = {"python": "3.11.7", "torch": "2.13.0+cpu", "gymnasium": "1.4.0"}
+    v2 = dict(v1, torch="2.12.0")
+    for lr, stamp in (("0.00025", 2000), ("0.001", 3000)):
+        for seed in (1, 2):
+            write_run(runs, "CartPole-v1", "ppo", seed, stamp + seed, 1000, [100.0 * seed] * 3, (1.0, 2.0), 1.0,
+                      args={"script": "ppo.py", "learning_rate": lr, "versions": v2 if stamp + seed == 3002 else v1})
+    (runs / "CartPole-v1__ppo__2__3002" / "args.json").unlink()
+    write_run(runs, "CartPole-v1", "ppo", 3, 2003, 1000, [300.0] * 3, (1.0, 2.0), 1.0,  # older: no versions
+              args={"script": "ppo.py", "learning_rate": "0.00025"})
+    grid = ["--runs", runs, "--reps", 100, "--rliable-reps", 100]
+    proc = run_report(tmp_path, *grid)
+    assert_ok(proc)
+    assert [row[1:4] for row in main_table(proc.stdout)] == [["ppo.py learning_rate=0.00025", "1k", "3 (1,2,3)"],
+                                                              ["ppo.py learning_rate=0.001", "1k", "2 (1,2)"]]
+    mixed = ("Libraries: mixed, {} sets: python 3.11.7, torch 2.13.0+cpu, gymnasium 1.4.0 (3 runs: "
+             "`CartPole-v1__ppo__1__2001`, `CartPole-v1__ppo__1__3001`, `CartPole-v1__ppo__2__2002`); "
+             "python 3.11.7, torch 2.12.0, gymnasium 1.4.0 (1 run: `CartPole-v1__ppo__2__3002`){}.")
+    every = mixed.format(3, "; not recorded (1 run: `CartPole-v1__ppo__3__2003`)")
+    # the table of arms, the comparison in CartPole-v1, rliable's (of each arm's first two seeds), the runs
+    assert under_tables(proc.stdout) == [every, every, mixed.format(2, ""), every]
+
+    proc = run_report(tmp_path, *grid, "--include", "__1__")
+    assert_ok(proc)
+    lines = under_tables(proc.stdout)
+    assert len(lines) == 4 and set(lines) == {"Libraries: python 3.11.7, torch 2.13.0+cpu, gymnasium 1.4.0."}, lines
+    proc = run_report(tmp_path, *grid, "--include", "__3__")
+    assert_ok(proc)
+    assert under_tables(proc.stdout) == ["Libraries: not recorded."] * 2  # the table of arms and the runs
 
 
 def test_learning_curve_and_reference_matching():

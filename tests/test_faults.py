@@ -1,6 +1,8 @@
 """Bad input and faults in every script: one-line errors (exit 2) instead of tracebacks, a run folder of its own for
 every run, saves that never leave a half-written file, the arguments of each run on record."""
 
+import contextlib
+import importlib
 import json
 import os
 import signal
@@ -13,14 +15,9 @@ import gymnasium as gym
 import pytest
 import torch
 
-from helpers import (REPO, assert_ok, assert_usage_error, load_script, need, read_every_metric, read_scalars, run_dirs,
-                     run_main, run_script, small_disk, test_env)
+from helpers import (NEEDS, REPO, SCRIPTS, assert_ok, assert_usage_error, load_script, need, read_every_metric,
+                     read_scalars, run_dirs, run_main, run_script, small_disk, test_env)
 
-SCRIPTS = ["ppo.py", "ppo_atari.py", "ppo_continuous_action.py", "ppo_atari_lstm.py", "ppo_multidiscrete.py",
-           "ppo_multidiscrete_mask.py", "ppo_atari_envpool.py", "ppo_procgen.py", "ppo_atari_multigpu.py"]
-NEEDS = {"ppo_atari.py": "ale_py", "ppo_atari_lstm.py": "ale_py", "ppo_atari_multigpu.py": "ale_py",
-         "ppo_atari_envpool.py": "envpool", "ppo_procgen.py": "envpool", "ppo_multidiscrete.py": "envpool",
-         "ppo_multidiscrete_mask.py": "envpool"}  # what a script checks before it makes its run folder
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
 
 
@@ -97,8 +94,21 @@ def test_args_json_records_the_resolved_arguments(tmp_path):
     (run_dir,) = run_dirs(tmp_path)
     recorded = json.loads((run_dir / "args.json").read_text())
     expected = vars(load_script("ppo.py").Args(num_envs=2, num_steps=32, total_timesteps=300))
+    versions = recorded.pop("versions")
     assert recorded == {"script": "ppo.py", **expected}
     assert max(step for step, _ in read_scalars(run_dir)["charts/learning_rate"]) == 256
+    # the libraries it ran with, as the modules here say (those installed): the python, torch and gymnasium at least
+    expected = {"python": sys.version.split()[0], "torch": torch.__version__, "gymnasium": gym.__version__}
+    for package, module in (("envpool", "envpool"), ("ale-py", "ale_py"), ("mujoco", "mujoco")):
+        with contextlib.suppress(ImportError):
+            expected[package] = importlib.import_module(module).__version__
+    assert versions == expected
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logs = EventAccumulator(str(run_dir))
+    logs.Reload()
+    text = logs.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert f"|versions|{expected}|" in text.splitlines()
 
 
 def test_a_slash_in_the_env_id_makes_one_folder_level(tmp_path):

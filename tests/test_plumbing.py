@@ -5,10 +5,8 @@ import ast
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, SCRIPTS
 
-SCRIPTS = ["ppo.py", "ppo_atari.py", "ppo_continuous_action.py", "ppo_atari_lstm.py", "ppo_multidiscrete.py",
-           "ppo_multidiscrete_mask.py", "ppo_atari_envpool.py", "ppo_procgen.py", "ppo_atari_multigpu.py"]
 DIVIDER = "# " + "=" * 117  # the line above "# Run plumbing: ..."
 ORDER = ["Args", "make_env", "layer_init", "Agent", "compute_gae", "ppo_loss", "evaluate", "main"]
 

@@ -11,6 +11,7 @@ envpool = need("envpool")
 
 atari = load_script("ppo_atari_envpool.py")
 BREAKOUT = "Breakout-v5"
+BANKHEIST = "BankHeist-v5"  # its lives counter reaches 0 with the last life still in play (so does Atlantis's)
 # baselines' Atari preprocessing in envpool's option names, written out here independently of the script
 OPTIONS = dict(noop_max=30, frame_skip=4, episodic_life=True, use_fire_reset=True, img_height=84, img_width=84,
                gray_scale=True, use_inter_area_resize=True, reward_clip=True, stack_num=4, repeat_action_probability=0.0)
@@ -19,8 +20,8 @@ SHORT = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512", "-
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64"]
 
 
-def reference(seed, num_envs, max_episode_steps=100000):
-    make = lambda s: envpool.make(BREAKOUT, env_type="gymnasium", num_envs=1, seed=s,
+def reference(seed, num_envs, max_episode_steps=100000, game=BREAKOUT):
+    make = lambda s: envpool.make(game, env_type="gymnasium", num_envs=1, seed=s,
                                   max_episode_steps=max_episode_steps, **OPTIONS)
     return SameStepReference(make, seed, num_envs)
 
@@ -61,6 +62,64 @@ def test_reset_step_taken_at_once_so_no_transition_crosses_a_reset():
             assert ("final_info" in infos and bool(infos["final_info"]["_episode"][i])) == game_over
     assert lives_lost >= 8 and games_over >= 2, (lives_lost, games_over)
     envs.close()
+
+
+def test_lives_counter_at_zero_ends_no_episode_while_the_game_goes_on():
+    """BankHeist's lives counter drops to 0 when the last life begins, and the game goes on: no life lost there, for
+    envpool as for baselines' EpisodicLifeEnv (`lives > 0`). Every step of the wrapper must equal the independent
+    same-step reference: dones, rewards, and the stack (envpool's frames, zeros before the last done [A7])."""
+    seed, num_envs = 1, 2
+    envs = atari.make_env(BANKHEIST, num_envs, seed, 1, False, "test")
+    ref = reference(seed, num_envs, game=BANKHEIST)
+    envs.reset()
+    ref.reset()
+    rng = np.random.default_rng(0)
+    fresh = np.ones(num_envs, dtype=int)  # frames since each env's last done, the newest included
+    steps_at_zero, games_over = np.zeros(num_envs, dtype=int), np.zeros(num_envs, dtype=int)
+    for _ in range(700):
+        actions = rng.integers(envs.single_action_space.n, size=num_envs)  # random play: lives go by step 700
+        obs, reward, terminated, truncated, _ = envs.step(actions)
+        ref_obs, ref_reward, ref_terminated, ref_truncated, ref_infos = ref.step(actions)
+        np.testing.assert_array_equal(terminated, ref_terminated)
+        np.testing.assert_array_equal(truncated, ref_truncated)
+        np.testing.assert_array_equal(reward, ref_reward)
+        fresh = np.where(ref_terminated | ref_truncated, 1, np.minimum(fresh + 1, 4))
+        for i in range(num_envs):
+            np.testing.assert_array_equal(obs[i, -fresh[i]:], ref_obs[i, -fresh[i]:])
+            assert not obs[i, :-fresh[i]].any()
+        lives = np.array([int(info["lives"]) for info in ref_infos])
+        steps_at_zero += (lives == 0) & ~ref_terminated
+        games_over += [bool(info["terminated"]) for info in ref_infos]
+    assert (steps_at_zero >= 20).all() and (games_over >= 1).all(), (steps_at_zero, games_over)  # the case arose
+    envs.close()
+
+
+def test_time_limit_on_a_lost_life_or_game_over_terminates_but_not_on_lives_reaching_zero():
+    """At the time limit envpool reports only a truncation; the wrapper must call the step terminated too exactly
+    when, without the limit, envpool ends the episode there: a life lost or the game over, not BankHeist's lives
+    counter dropping to 0 as its last life begins [X5, A3]."""
+    seed = 1
+    rng = np.random.default_rng(0)
+    actions = rng.integers(18, size=(700, 1))  # random play of BankHeist's 18 actions, (steps, envs)
+    untimed = reference(seed, 1, game=BANKHEIST)
+    untimed.reset()
+    ends = {}  # the first step of each kind, in the first game: its index, and whether envpool ended the episode there
+    for t, action in enumerate(actions):
+        _, _, (terminated,), _, (info,) = untimed.step(action)
+        kind = "over" if info["terminated"] else "life" if terminated else "zero" if info["lives"] == 0 else None
+        ends.setdefault(kind, (t, bool(terminated)))
+        if kind == "over":
+            break
+    assert ends["life"][0] < ends["zero"][0] < ends["over"][0], ends
+    for kind in ("life", "zero", "over"):
+        last, expected = ends[kind]
+        envs = atari.make_env(BANKHEIST, 1, seed, 1, False, "test", max_episode_steps=last + 1)
+        envs.reset()
+        for t, action in enumerate(actions[: last + 1]):
+            _, _, terminated, truncated, _ = envs.step(action)
+            assert truncated[0] == (t == last)  # the limit, and only there
+        assert terminated[0] == expected == (kind != "zero"), (kind, last)
+        envs.close()
 
 
 def test_statistics_are_whole_games_of_raw_score_and_reset_after_a_truncation():

@@ -2,10 +2,14 @@
 an independent mean, two ranks that train and end with identical weights [G1]-[G3], rank 0 alone writing, one
 process equal to ppo_atari.py, and bad launches, crashed and hung ranks ending the run with an error in bounded time."""
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -252,22 +256,46 @@ def test_a_crashed_or_hung_rank_ends_the_run_in_bounded_time(tmp_path):
     assert "Timed out" in hang_err and "[rank0]" in hang_err, hang_err[-3000:]
 
 
-def test_sigterm_stops_every_rank_at_the_same_iteration_boundary(tmp_path):
+def descendants(pid):
+    """The pids of a process's children, theirs, and so on (from /proc)."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):  # a process that ended meanwhile
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # after the command: state, ppid, ...
+            children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found, todo = found + kids, todo + kids
+    return found
+
+
+@pytest.mark.parametrize("to", ["torchrun", "every process"])
+def test_sigterm_stops_every_rank_at_the_same_iteration_boundary(tmp_path, to):
     """SIGTERM to torchrun, which forwards it to both ranks: they finish the iteration under way, agree at its end to
-    stop (a rank that stopped alone would leave the other waiting in a collective), and rank 0 saves that iteration."""
+    stop (a rank that stopped alone would leave the other waiting in a collective), and rank 0 saves that iteration.
+    Sent to every process of the launch (as a scheduler or a terminal's Ctrl-C does), each rank gets it twice, its own
+    and torchrun's forward: the same one stop, not a second stop's exit without a save."""
     launch = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / SCRIPT),
-         *TINY[:4], "--num-minibatches", "1", "--update-epochs", "1", "--total-timesteps", "100000",
-         "--checkpoint-every", "1000"], cwd=tmp_path, env=test_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+         "--num-envs", "2", "--num-steps", "256", "--num-minibatches", "1", "--update-epochs", "1",
+         "--total-timesteps", "100000", "--checkpoint-every", "1000"], cwd=tmp_path, env=test_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True)
     try:
         assert launch.stdout.readline().startswith("step")  # rank 0's first progress line: training is under way
+        time.sleep(0.3)  # into the next iteration (256 steps: a second or more here)
+        if to == "every process":  # as a scheduler signals every process of a job (Slurm does), the ranks first
+            for pid in descendants(launch.pid):
+                os.kill(pid, signal.SIGTERM)
+            time.sleep(0.3)  # then torchrun, whose forward is each rank's second SIGTERM, in the same iteration
         launch.send_signal(signal.SIGTERM)
         out, err = launch.communicate(timeout=120)
     finally:
-        launch.kill()
+        for pid in [launch.pid] + descendants(launch.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert "interrupted at step" in err and "model saved to" in out, err[-3000:]
     (run_dir,) = run_dirs(tmp_path)
     saved = torch.load(run_dir / f"{SCRIPT[:-3]}.pt", weights_only=True)
-    assert 1 <= saved["iteration"] < 100000 // 32 and saved["global_step"] == saved["iteration"] * 32
+    assert 1 <= saved["iteration"] < 100000 // 512 and saved["global_step"] == saved["iteration"] * 512
     assert max(step for step, _ in read_scalars(run_dir)["charts/learning_rate"]) == saved["global_step"]

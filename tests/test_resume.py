@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import (REPO, assert_ok, assert_usage_error, load_script, need, read_every_metric, read_scalars,
-                     run_dirs, run_main, run_script, small_disk, test_env)
+import tyro
+
+from helpers import (ENVPOOL_SCRIPTS, NEEDS, REPO, SCRIPTS, assert_ok, assert_usage_error, load_script, need,
+                     read_every_metric, read_scalars, run_dirs, run_main, run_script, small_disk, test_env)
 
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
 
@@ -146,9 +148,9 @@ def test_a_resume_that_contradicts_the_checkpoint_is_one_line(stopped_run, args,
 
 
 def test_a_resume_takes_the_checkpoints_settings_and_the_free_flags_given(stopped_run, tmp_path):
-    """--resume of a run trained with 2 envs and --checkpoint-every 1: --num-envs 4 is the default value, so it counts as
-    left out (main sees the same Args either way) and the checkpoint's 2 stay; --checkpoint-every 2 is given and may
-    change, so it wins. args.json records what the resumed run used."""
+    """--resume from code (main(Args) in another program, whose command line is not the script's) of a run trained with
+    2 envs and --checkpoint-every 1: num_envs=4 is the default value, so it counts as left out and the checkpoint's 2
+    stay; checkpoint_every=2 is off its default and may change, so it wins. args.json records what the run used."""
     _, checkpoint = stopped_run
     copy = copy_run(checkpoint, tmp_path)
     assert_ok(run_main("ppo.py", "--resume", copy, "--num-envs", 4, "--checkpoint-every", 2, "--total-timesteps", 384,
@@ -362,3 +364,128 @@ def test_a_resumed_run_draws_new_random_numbers(tmp_path):
     assert torch.equal(start, again)  # deterministic given the checkpoint
     assert not torch.equal(start, torch.stack([action for _, action in first[:32]]))
     assert not torch.equal(resumed[0][0][0], first[0][0])  # the envs were reset with another seed
+
+
+# --- what --resume takes from the checkpoint and what the flags typed on the command line change ---------------------
+
+OFF_DEFAULT = {"total_timesteps": 10**8, "wandb_project_name": "other", "wandb_entity": "team", "checkpoint_every": 3,
+               "eval_episodes": 3, "num_threads": 1, "backend": "nccl", "device_ids": (0, 1), "dist_timeout": 60.0}
+
+
+def words(name, value):
+    """A flag as a user types it for tyro: --cuda / --no-cuda, --device-ids 0 1, --wandb-entity None."""
+    flag = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return [flag if value else "--no-" + flag[2:]]
+    return [flag, *map(str, value)] if isinstance(value, tuple) else [flag, str(value)]
+
+
+def resolve(script, typed, saved, tmp_path, monkeypatch):
+    """The Args a --resume of a checkpoint trained with `saved` (changes to the defaults) resolves to, when `typed`
+    (name: value) is typed on the script's own command line (sys.argv[0] is the script, as `python <script>` sets)."""
+    module = load_script(script)
+    path = tmp_path / "runs" / "run" / f"{script[:-3]}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"script": script, "args": {**vars(module.Args()), **saved}, "iteration": 1}, path)
+    argv = [str(REPO / script), "--resume", str(path), *[w for name, v in typed.items() for w in words(name, v)]]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.chdir(tmp_path)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        args = tyro.cli(module.Args, args=argv[1:])
+        module.Run(args)  # resolves args in place
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    return args
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_each_free_flag_typed_on_resume_wins_in_both_directions(script, tmp_path, monkeypatch):
+    """Every flag a resume may change: typed at its default value it replaces the checkpoint's other value (a CPU run
+    moves to the GPU, --track goes off), typed off its default it replaces the default; left out, the checkpoint's."""
+    module = load_script(script)
+    defaults = {name: getattr(module.Args(), name) for name in module.FREE_ON_RESUME if hasattr(module.Args(), name)}
+    off = {name: OFF_DEFAULT.get(name, not value) for name, value in defaults.items()}
+    assert set(defaults) >= {"total_timesteps", "cuda", "track", "capture_video", "save_model", "checkpoint_every"}
+    for saved, typed in ((off, defaults), (defaults, off)):
+        args = resolve(script, typed, saved, tmp_path, monkeypatch)
+        assert {name: getattr(args, name) for name in defaults} == typed
+        args = resolve(script, {}, saved, tmp_path, monkeypatch)
+        assert {name: getattr(args, name) for name in defaults} == saved
+
+
+def test_a_setting_typed_at_its_default_that_contradicts_the_checkpoint_is_refused(tmp_path, monkeypatch, capsys):
+    with pytest.raises(SystemExit) as stop:
+        resolve("ppo.py", {"num_envs": 4}, {"num_envs": 2}, tmp_path, monkeypatch)
+    assert stop.value.code == 2
+    assert "--num-envs 4: the checkpoint was trained with 2" in capsys.readouterr().err
+
+
+def test_resume_flags_from_the_command_line(tmp_path):
+    """End to end, as a user runs it: trained with --no-cuda --checkpoint-every 1, resumed with --cuda
+    --checkpoint-every 0 (both default values): the resumed run records cuda true and no periodic checkpoints."""
+    assert_ok(run_script("ppo.py", *TINY[:4], "--total-timesteps", 128, "--no-cuda", "--checkpoint-every", 1,
+                         "--save-model", cwd=tmp_path))
+    (run_dir,) = run_dirs(tmp_path)
+    proc = run_script("ppo.py", "--resume", run_dir / "ppo.pt", "--total-timesteps", 256, "--cuda",
+                      "--checkpoint-every", 0, cwd=tmp_path)
+    assert_ok(proc)
+    recorded = json.loads((run_dir / "args.json").read_text())
+    assert (recorded["cuda"], recorded["checkpoint_every"], recorded["save_model"]) == (True, 0, True)
+    assert proc.stdout.count("model saved to") == 1  # the end's save alone: no periodic one after iteration 3
+
+
+# --- seeds: every env's seed within envpool's int32 -------------------------------------------------------------------
+
+def test_seed_range_is_checked_in_one_line():
+    for script in SCRIPTS:
+        args = load_script(script).Args
+        assert args(seed=2**30).problem() is None
+        for seed in (-1, 2**30 + 1, 2**32):
+            assert "--seed must be an integer from 0 to 2**30" in args(seed=seed).problem(), (script, seed)
+
+
+@pytest.mark.parametrize("script", ENVPOOL_SCRIPTS)
+def test_envpool_scripts_resume_where_the_drawn_seed_was_large_and_train_at_the_largest_seed(script, tmp_path):
+    """A resume at iteration 3 of seed 1 draws 2**31 or more from SeedSequence([1, 3]), beyond the int32 envpool takes:
+    the run resumes all the same (the drawn seed is kept below 2**30). --seed 2**30 trains too."""
+    need("envpool")
+    assert np.random.SeedSequence([1, 3]).generate_state(1)[0] >= 2**31
+    tiny = ["--num-envs", 2, "--num-steps", 16, "--num-minibatches", 1, "--update-epochs", 1]
+    assert_ok(run_main(script, *tiny, "--total-timesteps", 32, "--save-model", cwd=tmp_path / "a"))
+    (run_dir,) = run_dirs(tmp_path / "a")
+    path = run_dir / f"{script[:-3]}.pt"
+    checkpoint = torch.load(path, weights_only=True)
+    torch.save({**checkpoint, "iteration": 3, "global_step": 96}, path)
+    assert_ok(run_main(script, "--resume", path, "--total-timesteps", 128, cwd=tmp_path / "a"))
+    assert torch.load(path, weights_only=True)["iteration"] == 4
+    assert_ok(run_main(script, *tiny, "--total-timesteps", 32, "--seed", 2**30, cwd=tmp_path / "b"))
+
+
+# --- a stop before the first iteration ---------------------------------------------------------------------------------
+
+def stop_after_start(module):
+    """Make the script send itself Ctrl-C right after Run.start (args.json and the logs written), before training."""
+    class StoppedRun(module.Run):
+        def start(self, *args, **kwargs):
+            writer = super().start(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGINT)
+            return writer
+
+    module.Run = StoppedRun
+
+
+def test_a_stop_before_the_first_iteration_leaves_nothing_and_keeps_a_resumed_run(stopped_run, tmp_path):
+    module = load_script("ppo.py")
+    stop_after_start(module)
+    proc = run_main("ppo.py", *TINY, cwd=tmp_path / "new", module=module)
+    assert proc.returncode == 130 and proc.stderr == ""
+    assert list((tmp_path / "new").iterdir()) == []  # no runs/ folder with a lone args.json
+    copy = copy_run(stopped_run[1], tmp_path / "resumed")  # a resumed run's folder is its own, kept whole
+    before = sorted(p.name for p in copy.parent.iterdir())
+    module = load_script("ppo.py")
+    stop_after_start(module)
+    proc = run_main("ppo.py", "--resume", copy, "--total-timesteps", 384, cwd=tmp_path / "resumed", module=module)
+    assert proc.returncode == 130 and set(before) <= {p.name for p in copy.parent.iterdir()}  # (+ its new log file)
+    assert torch.load(copy, weights_only=True)["iteration"] == 4

@@ -156,6 +156,38 @@ def test_a_cancelled_task_is_unfinished_and_continues_from_its_checkpoint(slurm,
     assert row[2:4] == ["4096", "1 (1)"] and row[4].startswith(f"{returns_of(tmp_path / 'runs' / folder):.2f}")
 
 
+# A training script that fails: exit 3; with seed 2 it first kills its runner, the task's run.py (SIGKILL, as the
+# kernel's OOM killer would), which then cannot record how the run ended.
+CRASH = """
+import os, signal, sys
+if sys.argv[sys.argv.index("--seed") + 1] == "2":
+    os.kill(os.getppid(), signal.SIGKILL)
+sys.exit(3)
+"""
+
+
+def test_a_failed_task_is_reported_failed_from_sacct(slurm, tmp_path):
+    """Two tasks that fail: one records its run failed (exit 3), one is killed before it can (from squeue alone its
+    run stays `running`). Started again (--dry-run), the runner asks sacct (here its job completion log: the local
+    cluster keeps no accounting), says that both tasks FAILED and records both runs failed, with Slurm's state."""
+    (tmp_path / "crash.py").write_text(CRASH)
+    grid = ["--command", f"{sys.executable} crash.py", "--env-ids", "CartPole-v1", "--seeds", 1, 2, "--workers", 2,
+            "--out", "out"]
+    job = submit(slurm, tmp_path, *grid)
+    wait_for(slurm, job)
+    ended = {seed: state["status"] for (_, seed), state in states(tmp_path / "out").items()}
+    assert ended == {1: "failed", 2: "running"}, ended
+    proc = run_tool("run.py", *grid, "--slurm", "--dry-run", cwd=tmp_path, **slurm)
+    assert_ok(proc)
+    assert f"  failed in Slurm (FAILED, task {job}_0, exit 1:0): CartPole-v1 seed 1\n" \
+           f"  failed in Slurm (FAILED, task {job}_1, exit 0:9; the task ended before its run recorded its end): " \
+           f"CartPole-v1 seed 2\n" in proc.stdout, proc.stdout
+    st = {seed: state for (_, seed), state in states(tmp_path / "out").items()}
+    assert [(st[seed]["status"], st[seed]["returncode"], st[seed]["slurm_state"]) for seed in (1, 2)] == [
+        ("failed", 3, "FAILED"), ("failed", -9, "FAILED")], st
+    assert st[2]["error"] == f"the Slurm task {job}_1 ended FAILED (exit code 0:9) before it recorded how its run ended"
+
+
 def test_the_multinode_script_joins_two_tasks_into_one_run(slurm, tmp_path):
     """benchmark/slurm_multinode.sh with two Slurm tasks standing in for two machines, one torchrun and one process
     each: the job completes with exit code 0 (srun's: every task's), both tasks ran, and they trained one run (two
