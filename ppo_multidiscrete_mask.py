@@ -68,6 +68,8 @@ class Args:
     """number of episodes that --eval-checkpoint plays (1 to 1000)"""
     checkpoint_every: int = 0
     """also save the checkpoint every N iterations, for long runs (0: at the end and on a stop, with --save-model)"""
+    target_return: Optional[float] = None
+    """end training as at its end once the mean return of the last 20 episodes reaches this (Pong: 20); default off"""
     resume: Optional[str] = None
     """path of a checkpoint (runs/{run_name}/{exp_name}.pt): continue that run, in its folder, with its arguments"""
 
@@ -245,6 +247,9 @@ class EnvpoolVecEnv:
 
 def make_env(env_id, num_envs, seed, capture_video, run_name):
     import envpool  # optional: imported only here, so that the file imports without it
+    if envpool.__version__ != "1.2.5":  # the release the tests and results were made with; 1.2.7 changed JobShop
+        print(f"{os.path.basename(__file__)}: warning: made for envpool 1.2.5, found {envpool.__version__}, whose envs may "
+              f"differ: pip install envpool==1.2.5", file=sys.stderr)
 
     render_mode = {"render_mode": "rgb_array"} if capture_video else {}
     envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed, **render_mode)
@@ -550,8 +555,9 @@ def main(args: Args) -> None:
 # =====================================================================================================================
 
 # --resume takes the checkpoint's settings, but a flag given off its default changes these (those a script has)
-FREE_ON_RESUME = ("total_timesteps", "cuda", "track", "wandb_project_name", "wandb_entity", "capture_video",
-                  "save_model", "checkpoint_every", "eval_episodes", "num_threads", "backend", "device_ids", "dist_timeout")
+FREE_ON_RESUME = ("total_timesteps", "target_return", "cuda", "track", "wandb_project_name", "wandb_entity",
+                  "capture_video", "save_model", "checkpoint_every", "eval_episodes", "num_threads", "backend", "device_ids",
+                  "dist_timeout")
 ENV_SETTINGS = ("env_id", "distribution_mode")  # what --eval-checkpoint takes from the checkpoint
 
 
@@ -560,6 +566,7 @@ class Run:
 
     def __init__(self, args, rank=0):  # rank: under torchrun, only rank 0 writes. Checks, checkpoint, run folder
         self.args, self.rank, self.script, self.training, self.stopped_by = args, rank, os.path.basename(__file__), None, 0
+        self.reached = False  # --target-return
         self.name, self.dir, self.made, self.writer, self.state, self.wandb_id = "", None, None, None, None, None
         self.world = 1  # processes under torchrun
         signal.signal(signal.SIGINT, self.on_signal)  # until training starts, a stop leaves nothing (on_signal)
@@ -675,18 +682,20 @@ class Run:
                     print(f"step {step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | return (last "
                           f"{len(self.recent_returns):>2}) {recent} | ETA {eta // 3600:02d}:{eta // 60 % 60:02d}:"
                           f"{eta % 60:02d}", flush=True)
+            reached = args.target_return is not None and len(self.recent_returns) == 20 and \
+                bool(np.mean(self.recent_returns) >= args.target_return)  # rank 0's episodes (others record none)
             if self.rank == 0 and (args.save_model or args.checkpoint_every):
                 self.state = {"script": self.script, "args": dict(vars(args)), "iteration": self.done,
-                              "global_step": step, "wandb_id": self.wandb_id,
+                              "global_step": step, "wandb_id": self.wandb_id, "target_reached": reached,
                               **{name: copy.deepcopy(part.state_dict()) for name, part in self.parts.items()}}
                 if args.checkpoint_every and self.start_iteration < self.done < args.num_iterations and \
                         self.done % args.checkpoint_every == 0:
                     self.saved = self.save()
-            flags = torch.tensor([self.stopped_by, not self.saved])
+            flags = torch.tensor([self.stopped_by, not self.saved, reached])
             if self.world > 1:  # under torchrun what one rank says holds for all ranks, so that they stop together
                 flags = flags.to("cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
                 torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
-            self.stopped_by, self.saved = int(flags[0]), not flags[1]
+            self.stopped_by, self.saved, self.reached = int(flags[0]), not flags[1], bool(flags[2])
             if self.done == args.num_iterations or flags.any():
                 return
             yield self.done + 1
@@ -724,6 +733,10 @@ class Run:
 
     def __exit__(self, kind, error, trace):  # the loop is over: finished, stopped, or failed with an error
         self.training, args, clean = False, self.args, kind is None or kind is KeyboardInterrupt
+        if self.reached and self.rank == 0:  # a stop as at the end: the last save, exit code 0
+            print(f"target reached at step {self.done * args.batch_size}: the mean return of the last 20 episodes is "
+                  f"{np.mean(self.recent_returns):.2f} >= --target-return {args.target_return}; training ends", flush=True)
+            self.writer.add_text("target_reached", f"step {self.done * args.batch_size}", self.done * args.batch_size)
         if self.stopped_by and self.rank == 0:
             print(f"\ninterrupted at step {self.done * args.batch_size} (after iteration {self.done}, the last whole "
                   f"one): closing logs in {self.dir}", file=sys.stderr)

@@ -15,8 +15,8 @@ import gymnasium as gym
 import pytest
 import torch
 
-from helpers import (NEEDS, REPO, SCRIPTS, assert_ok, assert_usage_error, load_script, need, read_every_metric,
-                     read_scalars, run_dirs, run_main, run_script, small_disk, test_env)
+from helpers import (ENVPOOL_SCRIPTS, NEEDS, REPO, SCRIPTS, assert_ok, assert_usage_error, load_script, need,
+                     read_every_metric, read_scalars, run_dirs, run_main, run_script, small_disk, test_env)
 
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
 
@@ -244,3 +244,19 @@ def test_evaluation_is_seeded(tmp_path):
     returns = [run_main("ppo.py", "--eval-checkpoint", model, "--eval-episodes", 5, "--seed", seed, cwd=tmp_path).stdout
                for seed in (1, 1, 2)]
     assert "mean return" in returns[0] and returns[0] == returns[1] != returns[2]
+
+
+@pytest.mark.parametrize("script", ENVPOOL_SCRIPTS)
+def test_an_envpool_release_the_script_was_not_made_for_is_named_in_one_line(tmp_path, monkeypatch, script):
+    """The results were made with envpool 1.2.5 (1.2.7 changed Jumanji/JobShop): another release trains, with one
+    warning line; 1.2.5 trains with none."""
+    envpool = need("envpool")
+    tiny = ["--num-envs", 2, "--num-steps", 16, "--num-minibatches", 1, "--update-epochs", 1, "--total-timesteps", 32]
+    for version in ("1.2.7", "1.2.5"):
+        monkeypatch.setattr(envpool, "__version__", version)
+        proc = run_main(script, *tiny, cwd=tmp_path / version)
+        assert_ok(proc)
+        warnings = [line for line in proc.stderr.splitlines() if "envpool" in line]
+        expected = [f"{script}: warning: made for envpool 1.2.5, found 1.2.7, whose envs may differ: pip install "
+                    "envpool==1.2.5"] if version == "1.2.7" else []
+        assert warnings == expected, proc.stderr

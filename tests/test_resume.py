@@ -368,7 +368,7 @@ def test_a_resumed_run_draws_new_random_numbers(tmp_path):
 
 # --- what --resume takes from the checkpoint and what the flags typed on the command line change ---------------------
 
-OFF_DEFAULT = {"total_timesteps": 10**8, "wandb_project_name": "other", "wandb_entity": "team", "checkpoint_every": 3,
+OFF_DEFAULT = {"total_timesteps": 10**8, "target_return": 20.0, "wandb_project_name": "other", "wandb_entity": "team", "checkpoint_every": 3,
                "eval_episodes": 3, "num_threads": 1, "backend": "nccl", "device_ids": (0, 1), "dist_timeout": 60.0}
 
 
@@ -489,3 +489,23 @@ def test_a_stop_before_the_first_iteration_leaves_nothing_and_keeps_a_resumed_ru
     proc = run_main("ppo.py", "--resume", copy, "--total-timesteps", 384, cwd=tmp_path / "resumed", module=module)
     assert proc.returncode == 130 and set(before) <= {p.name for p in copy.parent.iterdir()}  # (+ its new log file)
     assert torch.load(copy, weights_only=True)["iteration"] == 4
+
+
+# --- --target-return: a run ends once it has learned enough ----------------------------------------------------------
+
+def test_target_return_ends_training_at_the_first_boundary_where_the_last_20_episodes_reach_it(tmp_path):
+    """CartPole's random play scores about 20: a target of 30 is reached within a few thousand steps. The run ends
+    there as at the end of its budget (exit 0, the checkpoint saved), at the first iteration boundary where the mean
+    of the last 20 logged returns reaches the target, computed here from the logs."""
+    proc = run_main("ppo.py", *TINY[:4], "--total-timesteps", 64 * 1000, "--target-return", 30, "--save-model",
+                    cwd=tmp_path)
+    assert_ok(proc)
+    (run_dir,) = run_dirs(tmp_path)
+    saved = torch.load(run_dir / "ppo.pt", weights_only=True)
+    assert saved["target_reached"] and saved["iteration"] < 1000
+    returns = read_scalars(run_dir)["charts/episodic_return"]
+    means = {iteration: np.mean([r for step, r in returns if step <= iteration * 64][-20:])
+             for iteration in range(1, saved["iteration"] + 1) if sum(step <= iteration * 64 for step, _ in returns) >= 20}
+    assert [i for i, mean in means.items() if mean >= 30][:1] == [saved["iteration"]]
+    assert f"target reached at step {saved['global_step']}: the mean return of the last 20 episodes is" in proc.stdout
+    assert max(step for step, _ in read_scalars(run_dir)["charts/learning_rate"]) == saved["global_step"]
