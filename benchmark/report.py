@@ -8,9 +8,10 @@ A run is what was run: its script and every resolved setting (from the run folde
 hyperparameters text the scripts log), env id and seed. Runs with the same script and settings but the seed form an
 arm; runs that differ in any setting are different arms. An arm is labelled by its script and the settings in which
 it differs from the other arms of that script (`ppo.py learning_rate=0.001`). Per run: the mean of its last --last
-charts/episodic_return values (fewer when fewer exist: the table says so), its final charts/SPS, and its wall time
-(first to last logged scalar). Per arm: mean and std of these over seeds. A run that stopped before 95% of its total
-timesteps is listed but left out of the table; when a seed of an arm was run twice, the newer run counts. Under each
+charts/episodic_return values (fewer when fewer exist: the table says so), its final charts/SPS, and its training
+time. Per arm: mean and std of these over seeds. A run that stopped before 95% of its total timesteps (and did not
+reach its --target-return) is listed but left out of the table; when a seed of an arm was run twice, the newer run
+counts. Under each
 table, the library versions its runs were made with (args.json's "versions": python, torch, gymnasium, ...): one set,
 or "mixed" and each set with its runs; "not recorded" for runs older than that key. They are no setting of an arm.
 
@@ -20,7 +21,17 @@ all envs, the interquartile mean (IQM) of min-max normalized returns and the pro
 stratified bootstrap confidence intervals as the `rliable` package computes them (pip install rliable; without it,
 the rest of the report is written and says what is missing).
 With --sweep, the report also lists every run the sweep asked for that failed (with its error line) or never
-finished, and marks an arm with fewer seeds than the sweep asked for ("2 of 3").
+finished, marks an arm with fewer seeds than the sweep asked for ("2 of 3"), and gives per run its command and the
+machine it ran on as run.py recorded it: CPU model, cores, threads, the 1-minute load average while it ran.
+With --thresholds R1 R2 ..., per run the agent step and the training time at which the mean of its last --last
+episodic returns first reached each, its median charts/SPS, and a plot of every run's return against agent steps and
+against training time.
+
+Training time: the wall-clock while the run's processes ran, with the pauses between them left out. Each process of
+a run writes its own events file (a run stopped and continued with --resume has one per part, in one folder); a
+process's time is the span from the first to the last scalar it logged, and the training time at a moment is the time
+of those spans (their union) before it. What a process did before its first scalar (start-up, its first iteration:
+seconds) is not counted.
 The reference figures are read from benchmark/reference.csv (shared/reference-results.md, machine-readable); they
 are shown for the arm whose settings are the script's defaults (the step count may differ: `@` marks it).
 """
@@ -89,6 +100,7 @@ def read_run(path, name):
         except (KeyError, ValueError):
             return from_name
 
+    spans = process_spans(path)
     run = {
         "path": path,
         "name": name,
@@ -101,6 +113,8 @@ def read_run(path, name):
         "scalars": scalars,
         "wall_start": float(walls.min()) if len(walls) else math.nan,
         "wall_end": float(walls.max()) if len(walls) else math.nan,
+        "spans": spans,  # per process (events file): the first and last wall time of its scalars
+        "target_reached": any(tag.startswith("target_reached") for tag in tags.get("tensors", [])),  # --target-return
         "versions": library_versions(versions),
     }
     run["script"] = params.pop("script", f"{run['exp_name']}.py")  # runs without args.json: exp_name is the script's
@@ -109,6 +123,36 @@ def read_run(path, name):
     run["settings"].setdefault("exp_name", run["exp_name"])
     run["settings"].setdefault("total_timesteps", str(run["total_timesteps"]))
     return run
+
+
+def process_spans(path):
+    """[(first, last)]: the wall times of the first and the last scalar of each events file of a run folder. Each
+    process of a run writes its own events file: a run stopped and continued with --resume has one per part."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    spans = []
+    for file in sorted(Path(path).glob("events.out.tfevents.*")):
+        times = [event.wall_time for event in EventFileLoader(str(file)).Load()
+                 if any(value.metadata.plugin_data.plugin_name == "scalars" for value in event.summary.value)]
+        if times:
+            spans.append((min(times), max(times)))
+    return spans
+
+
+def training_clock(spans, times):
+    """The training time at each of these wall times: the seconds of the spans of the run's processes before it
+    (the union of the spans: the pauses between them are left out, an overlap counts once). NaN without spans."""
+    merged = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    times = np.asarray(times, dtype=float)
+    if not merged:
+        return np.full(times.shape, math.nan)
+    firsts, lasts = np.array(merged).T
+    return np.clip(times[..., None] - firsts, 0, lasts - firsts).sum(axis=-1)
 
 
 def library_versions(value):
@@ -140,7 +184,8 @@ def libraries(runs):
 
 def summarize_run(run, last):
     """The per-run numbers of the table: episodes, mean return of the last `last` episodes (`averaged`: how many
-    there were), final SPS, wall time."""
+    there were), final and median SPS, training time (`wall`), whether it is complete (95% of its budget, or its
+    --target-return reached)."""
     returns = run["scalars"].get("charts/episodic_return", (np.array([]),) * 3)[1]
     sps = run["scalars"].get("charts/SPS", (np.array([]),) * 3)[1]
     return {
@@ -148,8 +193,9 @@ def summarize_run(run, last):
         "averaged": min(last, len(returns)),
         "return": float(np.mean(returns[-last:])) if len(returns) else math.nan,
         "sps": float(sps[-1]) if len(sps) else math.nan,
-        "wall": run["wall_end"] - run["wall_start"],
-        "complete": run["last_step"] >= 0.95 * run["total_timesteps"],
+        "sps_median": float(np.median(sps)) if len(sps) else math.nan,
+        "wall": float(training_clock(run["spans"], math.inf)),
+        "complete": run["last_step"] >= 0.95 * run["total_timesteps"] or run["target_reached"],
     }
 
 
@@ -332,6 +378,21 @@ def learning_curve(run, last):
     return steps, (cumsum[idx] - cumsum[lo]) / (idx - lo)
 
 
+def episode_times(run):
+    """The training time at each episode's end (charts/episodic_return), for one run."""
+    return training_clock(run["spans"], run["scalars"].get("charts/episodic_return", (np.array([]),) * 3)[2])
+
+
+def first_reaching(run, last, thresholds):
+    """Per threshold, (agent step, training time) of the first episode at whose end the mean of the last `last`
+    episodic returns (a full window of them) reaches it; None where it never does."""
+    steps, curve = learning_curve(run, last)
+    times = episode_times(run)
+    full = np.arange(1, len(curve) + 1) >= last
+    hits = [np.flatnonzero(full & (curve >= threshold)) for threshold in thresholds]
+    return [(int(steps[hit[0]]), float(times[hit[0]])) if len(hit) else None for hit in hits]
+
+
 def bootstrap_diff_ci(a, b, reps, seed=0, level=0.95):
     """mean(b) - mean(a) and its percentile bootstrap CI: each arm's per-seed values resampled with replacement,
     independently, reps times (numpy's default_rng(seed): the same report every time)."""
@@ -424,6 +485,96 @@ def plot_env(env_id, arms, path, last, ddof):
     plt.close(fig)
 
 
+def plot_runs(runs, labels, path, last, thresholds):
+    """One PNG of every run's return (the mean of its last `last` episodes) against agent steps and against training
+    time, side by side, the thresholds as dashed lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    hours = max((r["summary"]["wall"] for r in runs if not math.isnan(r["summary"]["wall"])), default=0) > 7200
+    for run in runs:
+        steps, curve = learning_curve(run, last)
+        times = episode_times(run) / (3600 if hours else 60)
+        line, = by_steps.plot(steps, curve, linewidth=1, label=f"{run['env_id']} seed {run['seed']}: {labels[id(run)]}")
+        by_time.plot(times, curve, linewidth=1, color=line.get_color())
+    for ax in (by_steps, by_time):
+        for threshold in thresholds:
+            ax.axhline(threshold, color="gray", linestyle="--", linewidth=0.8)
+        ax.grid(alpha=0.3)
+    by_steps.set_xlabel("agent steps")
+    by_steps.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))
+    by_steps.set_ylabel(f"episodic return (mean of last {last} episodes)")
+    by_time.set_xlabel(f"training time ({'h' if hours else 'min'}; pauses between resumes left out)")
+    if runs:
+        by_steps.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+
+def fmt_hms(seconds):
+    if math.isnan(seconds):
+        return "—"
+    seconds = round(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def threshold_lines(runs, labels, args, image_link):
+    """The section of --thresholds: per run the step and training time to each threshold, its training time, parts
+    and median SPS; the plot of every run against steps and training time."""
+    names = [f"{threshold:g}" for threshold in args.thresholds]
+    lines = ["", "## Time to thresholds", "",
+             f"Per run: the agent step (as logged with charts/episodic_return) and the training time at the end of the "
+             f"first episode where the mean of its last {args.last} episodic returns reached {', '.join(names)} (— "
+             f"where it never did). Training time: the wall-clock while the run's processes ran, each from the first "
+             f"to the last scalar it logged (each process writes its own events file: a run stopped and continued with "
+             f"--resume has one per part), the pauses between them left out; a process's start-up and first "
+             f"iteration, before its first scalar, are not counted. Parts: its processes, and the pauses between them. "
+             f"SPS: the median of its charts/SPS (each process's env steps per second since it started).", "",
+             "| run | arm | seed | " + " | ".join(f"step to {n} | time to {n}" for n in names) +
+             " | training time | parts (pauses) | SPS (median) |",
+             "| --- " * (6 + 2 * len(names)) + "|"]
+    for run in runs:
+        reached = first_reaching(run, args.last, args.thresholds)
+        cells = [f"{hit[0]:,} | {fmt_hms(hit[1])}" if hit else "— | —" for hit in reached]
+        spans = run["spans"]
+        paused = (max(b for _, b in spans) - min(a for a, _ in spans) - run["summary"]["wall"]) if spans else math.nan
+        lines.append(f"| {run['name']} | {labels[id(run)]} | {run['seed']} | " + " | ".join(cells) +
+                     f" | {fmt_hms(run['summary']['wall'])} | {len(spans)} ({fmt_hms(paused)}) "
+                     f"| {fmt_num(run['summary']['sps_median'], 0)} |")
+    if image_link:
+        lines += ["", f"![return against agent steps and training time]({image_link})"]
+    return lines
+
+
+def machine_lines(runs, by_name):
+    """The section of --sweep: per run its command, start and machine as benchmark/run.py recorded them."""
+    lines = ["", "## Commands and machines", "",
+             "Per run, from its state file of benchmark/run.py: the command (a part after a stop added `--resume` "
+             "with its checkpoint), when it logged its first scalar, the machine's CPU model and cores, the threads "
+             "the run had (OMP_NUM_THREADS), and the machine's 1-minute load average while it ran: mean and max of "
+             "samples taken every --status-every seconds (60 by default) and at its end, over all its parts (a load "
+             "near the core count: the machine was busy). \"not recorded\": a run made before run.py recorded it.",
+             "", "| run | started (UTC) | command | CPU | cores | threads | load, 1 min: mean / max (samples) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for run in runs:
+        state = by_name.get(run["name"], {})
+        command = f"{state['command']} --env-id {shlex.quote(run['env_id'])} --seed {run['seed']}" \
+            if state.get("command") else "not recorded"
+        load = state.get("load_1min")
+        load = f"{load['mean']:.2f} / {load['max']:.2f} ({load['samples']})" if load else "not recorded"
+        started = time.strftime("%Y-%m-%d %H:%M", time.gmtime(run["wall_start"])) \
+            if not math.isnan(run["wall_start"]) else "—"
+        lines.append(f"| {run['name']} | {started} | `{command.replace('|', '/')}` "
+                     f"| {state.get('cpu_model') or 'not recorded'} | {state.get('cores') or 'not recorded'} "
+                     f"| {state.get('threads') or 'not recorded'} | {load} |")
+    return lines
+
+
 class Report:
     """The groups of a report in the order shown, with their labels, reference arms and the sweep's records."""
 
@@ -438,6 +589,8 @@ class Report:
 
         order = sorted(groups, key=order_key)
         self.groups = [(key, labels[key[1]], key in refs, groups[key]) for key in order]
+        self.shown = [run for *_, runs in self.groups for run in runs]  # the runs of the table, in its order
+        self.labels = {id(run): label for _, label, _, runs in self.groups for run in runs}  # each run's arm
         self.left_out = left_out
         self.sweep = sweep or {}
         self.by_name = {name: state for state in self.sweep.values() if state.get("status") == "done"
@@ -475,10 +628,10 @@ def fmt_ci(x, lo, hi):
     return f"{x:+.2f} [{lo:+.2f}, {hi:+.2f}]"
 
 
-def render(report, ref_rows, args, image_links):
+def render(report, ref_rows, args, image_links, runs_link=None):
     std_name = "population std, ddof=0" if args.std == "population" else "sample std, ddof=1"
     ddof = 0 if args.std == "population" else 1
-    all_runs = [run for *_, runs in report.groups for run in runs]
+    all_runs = report.shown
     lines = [f"# {args.title}", ""]
     lines += [f"{note}  " for note in args.note]
     if all_runs:
@@ -490,7 +643,8 @@ def render(report, ref_rows, args, image_links):
         f"Return: per run, the mean of its last {args.last} episodic returns (fewer where fewer exist: the cell says "
         f"how many); mean ± std over seeds ({std_name}). "
         "SPS: charts/SPS at the end of a run (env steps per second over the whole run), mean over seeds. "
-        "Wall: first to last logged scalar, mean over seeds. An arm is a script with its settings: its label names "
+        "Wall: training time, first to last logged scalar (of each process of a run stopped and resumed, the pauses "
+        "left out), mean over seeds. An arm is a script with its settings: its label names "
         "the settings in which it differs from the other arms of that script. Reference figures from "
         "`benchmark/reference.csv`, for the arm with the script's default settings (`@` marks another step count); "
         "\"CleanRL here\" is CleanRL measured on this machine kind. Seeds \"2 of 3\": the sweep asked for 3.",
@@ -589,7 +743,9 @@ def render(report, ref_rows, args, image_links):
                   f"Mean over seeds of the return averaged over the last {args.last} episodes, the seeds interpolated "
                   f"onto a common grid of env steps; the band is ± 1 std over seeds ({std_name}).", ""]
         lines += [f"![{env_id}]({link})" for env_id, link in image_links]
-    labels = {id(run): label for _, label, _, runs in report.groups for run in runs}
+    labels = report.labels
+    if args.thresholds:
+        lines += threshold_lines(all_runs, labels, args, runs_link)
     lines += ["", "## Runs", "", "| run | arm | seed | episodes | return, last N ep. | N | SPS | wall | note |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for run, note in [(r, "") for r in all_runs] + report.left_out:
@@ -598,6 +754,8 @@ def render(report, ref_rows, args, image_links):
         lines.append(f"| {run['name']} | {label} | {run['seed']} | {s['episodes']} | {fmt_num(s['return'])} "
                      f"| {s['averaged']} | {fmt_num(s['sps'], 0)} | {fmt_wall(s['wall'])} | {note} |")
     lines += libraries(all_runs + [run for run, _ in report.left_out])
+    if report.sweep:
+        lines += machine_lines(all_runs + [run for run, _ in report.left_out], report.by_name)
     return "\n".join(lines) + "\n"
 
 
@@ -622,7 +780,13 @@ def parse_args(argv=None):
     parser.add_argument("--title", default=None, help="heading of the report (default: the name of --out)")
     parser.add_argument("--note", action="append", default=[],
                         help="a line under the heading, e.g. the command that made the runs (repeatable)")
+    parser.add_argument("--thresholds", nargs="+", type=float, default=None, metavar="RETURN",
+                        help="per run, the agent step and training time at which the mean of its last --last "
+                             "episodic returns first reached each (e.g. --thresholds 18 20), its median SPS, and a "
+                             "plot of every run against steps and training time (OUT/runs.png)")
     args = parser.parse_args(argv)
+    if args.thresholds and not all(map(math.isfinite, args.thresholds)):
+        parser.error(f"--thresholds must be finite numbers, got {' '.join(map(str, args.thresholds))}")
     if args.last < 1:
         parser.error(f"--last must be positive, got {args.last}")
     if min(args.reps, args.rliable_reps) < 100:
@@ -694,12 +858,16 @@ def main(argv=None):
             png = out / f"{safe(env_id)}.png"
             plot_env(env_id, arms, png, args.last, ddof)
             image_links.append((env_id, f"{out.name}/{png.name}"))
-    text = render(report, ref_rows, args, image_links)
+    runs_link = None
+    if args.out and args.thresholds:
+        plot_runs(report.shown, report.labels, out / "runs.png", args.last, args.thresholds)
+        runs_link = f"{out.name}/runs.png"
+    text = render(report, ref_rows, args, image_links, runs_link)
     if args.out:
         md = out.parent / f"{out.name}.md"
         md.parent.mkdir(parents=True, exist_ok=True)
         md.write_text(text)
-        print(f"wrote {md} and {len(image_links)} plot(s) in {out}/")
+        print(f"wrote {md} and {len(image_links) + bool(runs_link)} plot(s) in {out}/")
     print(text, end="")
     return 0
 

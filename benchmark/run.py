@@ -12,7 +12,9 @@ Each run is `{command} --env-id ENV --seed SEED`. What the runner keeps, under -
                                          signal: Ctrl-C, scancel, a time limit, a preemption); times, the command,
                                          the sha1 of the files the command names, the run folder it writes in runs/
                                          (recorded as soon as it exists) and that folder's args.json (the script
-                                         and every resolved setting)
+                                         and every resolved setting); the machine: its CPU model, cores, and
+                                         1-minute load average (mean and max of samples taken every
+                                         --status-every s while the run runs; a resumed run's over all its parts)
 A run is identified by its command (its words: extra spaces do not matter), env id and seed. Arms of a sweep are
 several commands (e.g. two learning rates) run into one --out: report.py --sweep then compares them. Started again
 with the same arguments, the runner skips the runs recorded as done and runs the rest. A run that did not finish
@@ -41,6 +43,7 @@ Stdlib only (and benchmark/common.py). The training scripts log to runs/ under t
 default: the current one).
 """
 
+import functools
 import hashlib
 import json
 import os
@@ -72,6 +75,7 @@ class Run:
     state: dict = field(default_factory=dict)
     resumed: Optional[str] = None  # the run folder (under runs/) it continues, when started with --resume
     looked: float = 0.0  # when its run folder was last looked for
+    sampled: float = 0.0  # when the machine's load was last sampled for it
 
 
 def file_digest(path):
@@ -267,17 +271,55 @@ def hms(seconds):
 
 
 UNFINISHED = ("pending", "running", "interrupted")
+STATUS_EVERY = 60.0  # seconds between status lines, and between samples of the machine's load
+MACHINE = ("cpu_model", "cores", "load_1min")  # what a run records of its machine
+
+
+def unfinished_state(out, run):
+    """The state file of an unfinished earlier attempt of this run, or {} (never started, done or failed)."""
+    try:
+        state = json.loads((out / f"{run.stem}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) and state.get("status") in UNFINISHED else {}
 
 
 def earlier_folder(out, run):
     """The run folder (under runs/) that an unfinished earlier attempt of this run recorded in its state file, or
     None (never started, done, failed, or stopped before its folder existed)."""
-    try:
-        state = json.loads((out / f"{run.stem}.json").read_text())
-    except (OSError, ValueError):
-        return None
-    names = state.get("run_names") if isinstance(state, dict) and state.get("status") in UNFINISHED else None
+    names = unfinished_state(out, run).get("run_names")
     return names[0] if names else None
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_model():
+    """The CPU's model name: /proc/cpuinfo's "model name" (x86), else lscpu's "Model name" (ARM); None if neither."""
+    def named(text, key):
+        return next((value.strip() for name, _, value in (line.partition(":") for line in text.splitlines())
+                     if name.strip() == key and value.strip()), None)
+
+    try:
+        return named(Path("/proc/cpuinfo").read_text(), "model name") or named(subprocess.run(
+            ["lscpu"], capture_output=True, text=True, timeout=30, env=dict(os.environ, LC_ALL="C")).stdout,
+            "Model name")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def sample_load(out, run, every=0.0):
+    """At most every `every` s, a sample of the machine's 1-minute load average (os.getloadavg) into the run's state:
+    load_1min {mean, max, samples} over every sample of the run (of all its parts, when it was resumed)."""
+    if time.time() - run.sampled < every:
+        return
+    run.sampled = time.time()
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not on this system
+        return
+    old = run.state.get("load_1min") or {"mean": 0.0, "max": load, "samples": 0}
+    n = old["samples"] + 1
+    write_state(out, run, load_1min={"mean": old["mean"] + (load - old["mean"]) / n, "max": max(old["max"], load),
+                                     "samples": n})
 
 
 def checkpoint_in(cwd, folder, run):
@@ -291,6 +333,7 @@ def checkpoint_in(cwd, folder, run):
 
 def start(run, out, cwd, threads):
     """Start a run: with --resume its checkpoint when an unfinished attempt left one, else from the beginning."""
+    earlier = unfinished_state(out, run)
     folder = earlier_folder(out, run)
     checkpoint = checkpoint_in(cwd, folder, run) if folder else None
     run.resumed = folder if checkpoint else None
@@ -308,9 +351,16 @@ def start(run, out, cwd, threads):
         run.log_file.write(f"cannot start: {e}\n")
         run.process = None
     job = os.environ.get("SLURM_ARRAY_JOB_ID")
-    for stale in ("returncode", "error", "ended", "wall_s", "args", "slurm_state"):  # of an earlier attempt
+    for stale in ("returncode", "error", "ended", "wall_s", "args", "slurm_state", *MACHINE):  # of an earlier attempt
         run.state.pop(stale, None)
+    models = [cpu_model() or "unknown"]
+    if checkpoint:  # a run that goes on: the load over all its parts, the CPU models of each (Slurm: other nodes)
+        if earlier.get("load_1min"):
+            run.state["load_1min"] = earlier["load_1min"]
+        models = list(dict.fromkeys((earlier.get("cpu_model") or "unknown").split("; ") + models))
+    run.sampled = run.started  # the first sample after `every` s: the load of a minute of this run
     write_state(out, run, status="running", started=run.started, host=socket.gethostname(), resumed_from=checkpoint,
+                cpu_model="; ".join(models), cores=os.cpu_count(), threads=threads,
                 pid=run.process.pid if run.process else None, run_names=[folder] if checkpoint else [],
                 slurm_job=f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID')}" if job else None,
                 slurm_job_id=os.environ.get("SLURM_JOB_ID") if job else None)  # the task's own id: sacct --completion
@@ -361,6 +411,7 @@ def finish(out, cwd, run, stopped=False):
     run.returncode = run.process.returncode if run.process is not None else 127  # 127: not started
     wall = time.time() - run.started
     status = outcome(run.returncode, stopped)
+    sample_load(out, run)
     names, taken, claimed = [run.resumed], [], {}  # a resumed run is in the folder it continued
     if not run.resumed:
         names = find_run_names(cwd, run)
@@ -426,8 +477,9 @@ def signal_group(run, signum):
 def mark_pending(out, run):
     """Record a run as asked for (report.py --sweep lists a run that never finishes as missing), keeping the run folder
     of an unfinished earlier attempt, which it will continue."""
-    folder = earlier_folder(out, run)
-    write_state(out, run, status="pending", run_names=[folder] if folder else [])
+    folder, earlier = earlier_folder(out, run), unfinished_state(out, run)
+    write_state(out, run, status="pending", run_names=[folder] if folder else [],
+                **{key: earlier[key] for key in MACHINE if key in earlier})
 
 
 def slurm_tasks(out):
@@ -644,6 +696,7 @@ def run_task(listing):
     while run.process is not None and run.process.poll() is None:
         time.sleep(0.5)
         note_folder(out, cwd, run)
+        sample_load(out, run, STATUS_EVERY)
         if stopped and deadline is None:
             deadline = time.time() + submission["grace"]
         if deadline is not None and time.time() > deadline:
@@ -674,8 +727,9 @@ def parse_args(argv=None):
     parser.add_argument("--grace", type=float, default=30.0,
                         help="seconds a run gets to stop after Ctrl-C (in a Slurm task: after SIGTERM) before it is "
                              "killed")
-    parser.add_argument("--status-every", type=float, default=60.0,
-                        help="seconds between status lines that show each running run's last output line")
+    parser.add_argument("--status-every", type=float, default=STATUS_EVERY,
+                        help="seconds between status lines that show each running run's last output line, and "
+                             "between samples of the machine's load that its state records")
     parser.add_argument("--rerun-on-edit", action="store_true",
                         help="a run done before counts only if the files the command names (the script) are unchanged")
     parser.add_argument("--dry-run", action="store_true",
@@ -827,6 +881,7 @@ def main(argv=None):
             for run in list(running):
                 if run.process is not None and run.process.poll() is None:
                     note_folder(out, args.cwd, run)
+                    sample_load(out, run, args.status_every)
                     continue
                 running.remove(run)
                 status = finish(out, args.cwd, run)

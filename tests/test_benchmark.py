@@ -222,6 +222,59 @@ def test_ctrl_c_then_a_restart_continues_each_run_from_its_checkpoint(fake):
     assert "2 already done" in run_runner(fake, *grid).stdout  # and nothing is left to run
 
 
+def expected_cpu_model():
+    """The CPU's model name as the machine says it: /proc/cpuinfo's "model name", else lscpu's "Model name"."""
+    import re
+
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    found = re.search(r"^model name\s*:\s*(.+)$", text, flags=re.M) or re.search(
+        r"^Model name:\s*(.+)$", subprocess.run(["lscpu"], capture_output=True, text=True,
+                                                env=test_env(LC_ALL="C")).stdout, flags=re.M)
+    return found.group(1).strip() if found else "unknown"
+
+
+def test_the_state_records_the_cpu_and_the_load_over_every_part_of_a_resumed_run(fake):
+    """The runner records the CPU model, the cores, the threads of a run and the machine's 1-minute load average,
+    sampled every --status-every s and at the end, over both parts of a run stopped with Ctrl-C and resumed. The load
+    is a stand-in (sitecustomize): the k-th call of os.getloadavg() in a runner gives a 1-minute load of k (and 100,
+    200 for 5 and 15 minutes), so a part of n samples adds 1..n."""
+    (fake / "site").mkdir()
+    (fake / "site" / "sitecustomize.py").write_text(
+        "import itertools, os\ncalls = itertools.count(1)\nos.getloadavg = lambda: (float(next(calls)), 100.0, 200.0)\n")
+    env = test_env(PYTHONPATH=os.pathsep.join(filter(None, [str(fake / "site"), os.environ.get("PYTHONPATH")])))
+    grid = ["--command", "python fake.py --checkpoint-every 1 --sleep 600", "--env-ids", "EnvA-v0", "--seeds", 1,
+            "--out", "out", "--status-every", 0.3]
+    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
+    while (states(fake / "out").get(("EnvA-v0", 1), {}).get("load_1min") or {}).get("samples", 0) < 2 or \
+            not list(fake.glob("runs/*/fake.pt")):
+        assert time.time() < deadline and proc.poll() is None, proc.stdout.read() if proc.poll() is not None else ""
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    first = states(fake / "out")[("EnvA-v0", 1)]
+    n1 = first["load_1min"]["samples"]
+    assert n1 >= 3  # two while it ran (waited for), one at its end
+    assert first["status"] == "interrupted"
+    assert first["load_1min"] == {"mean": pytest.approx((n1 + 1) / 2), "max": n1, "samples": n1}
+    assert (first["cpu_model"], first["cores"]) == (expected_cpu_model(), os.cpu_count())
+    assert first["threads"] == len(os.sched_getaffinity(0))  # one worker: all the cores
+
+    proc = subprocess.run([sys.executable, str(RUNNER), *map(str, grid + ["--threads", 1])], cwd=fake, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert_ok(proc)
+    done = states(fake / "out")[("EnvA-v0", 1)]
+    assert done["status"] == "done" and done["resumed_from"]  # the second part of the same run
+    n = done["load_1min"]["samples"]
+    n2 = n - n1
+    assert n2 >= 1  # at least the sample at its end
+    assert done["load_1min"] == {"mean": pytest.approx((n1 * (n1 + 1) / 2 + n2 * (n2 + 1) / 2) / n),
+                                 "max": max(n1, n2), "samples": n}
+    assert (done["cpu_model"], done["cores"], done["threads"]) == (expected_cpu_model(), os.cpu_count(), 1)
+
+
 def test_a_closed_terminal_stops_the_runs_as_ctrl_c_does(fake):
     """The runner in a terminal that goes away (SIGHUP, its output can no longer be written): its run is stopped and
     recorded as interrupted, with its folder, rather than left running unrecorded."""
@@ -579,9 +632,9 @@ def test_report_plots_are_png(fake_runs, tmp_path):
     assert "![CartPole-v1](cc/CartPole-v1.png)" in text and "![ALE/Pong-v5](cc/ALE_Pong-v5.png)" in text
 
 
-def state(status, seed, run_names=(), command="python ppo.py", **fields):
+def state(status, seed, run_names=(), command="python ppo.py", env_id="CartPole-v1", **fields):
     """A state file of benchmark/run.py, as its content."""
-    return json.dumps(dict(status=status, command=command, env_id="CartPole-v1", seed=seed, run_names=list(run_names),
+    return json.dumps(dict(status=status, command=command, env_id=env_id, seed=seed, run_names=list(run_names),
                            **fields))
 
 
@@ -756,6 +809,88 @@ def test_report_names_the_library_versions_under_each_table(tmp_path):
     proc = run_report(tmp_path, *grid, "--include", "__3__")
     assert_ok(proc)
     assert under_tables(proc.stdout) == ["Libraries: not recorded."] * 2  # the table of arms and the runs
+
+
+def log_part(folder, points, purge_step=None, target_reached=False):
+    """One process of a run, as the scripts log it: its own events file in the run folder, with the scalars
+    (tag, step, value, wall time) in their order; purge_step: a process that continues the run (--resume) from the
+    checkpoint of that step, whose events after it TensorBoard then hides; target_reached: the text of --target-return."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder), purge_step=purge_step)
+    for tag, step, value, wall in points:
+        writer.add_scalar(f"charts/{tag}", value, step, walltime=wall)
+    if target_reached:
+        writer.add_text("target_reached", f"step {points[-1][1]}", points[-1][1])
+    writer.close()
+
+
+def test_report_thresholds_give_step_and_training_time_with_the_pauses_of_a_resumed_run_left_out(tmp_path):
+    """--thresholds 18 20 --last 4 on two fabricated Pong runs. Seed 1 ran in two parts: its first process logged
+    from t=1005 to 1042 s (37 s; its return at step 420, after its checkpoint at 400, is hidden by the second part),
+    the second, after a pause, from 5003 to 5030 s (27 s). Its returns, as the report reads them: -21 10 17 19 20 |
+    15 21 20 21 21; the means of 4 reach 18 at the 7th episode (19 20 15 21: 18.75, step 470, 5 s into the second
+    part: 37 + 5 = 42 s) and 20 at the 10th (20.75, step 640: 37 + 21 = 58 s); training time 37 + 27 = 64 s, pauses
+    (5030 - 1005) - 64 = 3961 s; SPS median of 10 11 12 13 25 26 27: 13. It stopped at its target, before its budget,
+    and still counts. Seed 2, one process from 2010 to 2052 s: returns of 18 reach 18 only with 4 of them (step 400,
+    2040 s: 30 s), never 20. --sweep adds each run's command and machine, or "not recorded"."""
+    runs = tmp_path / "runs"
+    first, second = runs / "Pong-v5__ppo_atari_envpool__1__1000", runs / "Pong-v5__ppo_atari_envpool__2__2000"
+    for folder, seed, total in ((first, 1, 10000), (second, 2, 500)):
+        folder.mkdir(parents=True)
+        (folder / "args.json").write_text(json.dumps({
+            "script": "ppo_atari_envpool.py", "exp_name": "ppo_atari_envpool", "env_id": "Pong-v5", "seed": seed,
+            "total_timesteps": total, "target_return": 20.0}))
+    log_part(first, [("episodic_return", 50, -21, 1005), ("SPS", 100, 10, 1010), ("episodic_return", 150, 10, 1015),
+                     ("SPS", 200, 11, 1020), ("episodic_return", 250, 17, 1025), ("SPS", 300, 12, 1030),
+                     ("episodic_return", 350, 19, 1035), ("episodic_return", 380, 20, 1038), ("SPS", 400, 13, 1040),
+                     ("episodic_return", 420, 21, 1042)])
+    log_part(first, [("episodic_return", 430, 15, 5003), ("episodic_return", 470, 21, 5008), ("SPS", 500, 25, 5010),
+                     ("episodic_return", 540, 20, 5014), ("episodic_return", 580, 21, 5019), ("SPS", 600, 26, 5020),
+                     ("episodic_return", 640, 21, 5024), ("SPS", 700, 27, 5030)], purge_step=401, target_reached=True)
+    log_part(second, [("episodic_return", 100, 18, 2010), ("episodic_return", 200, 18, 2020), ("SPS", 250, 30, 2025),
+                      ("episodic_return", 300, 18, 2030), ("episodic_return", 400, 18, 2040),
+                      ("episodic_return", 500, 19, 2050), ("SPS", 500, 40, 2052)])
+    sweep = tmp_path / "state"
+    sweep.mkdir()
+    command = "python ppo_atari_envpool.py --target-return 20"
+    (sweep / "a.json").write_text(state("done", 1, [first.name], command, "Pong-v5", cpu_model="AMD EPYC 7B13",
+                                        cores=2, threads=2, load_1min={"mean": 1.234, "max": 2.5, "samples": 7}))
+    (sweep / "b.json").write_text(state("done", 2, [second.name], f"{command} --total-timesteps 500", "Pong-v5"))
+
+    proc = run_report(tmp_path, "--runs", runs, "--last", 4, "--sweep", sweep, "--thresholds", 18, 20,
+                      "--out", tmp_path / "pong")
+    assert_ok(proc)
+    text = (tmp_path / "pong.md").read_text()
+    assert table_row(text, "Pong-v5", "ppo_atari_envpool.py total_timesteps=10000")[3:7] == \
+        ["1 (1)", "20.75", "27", "64 s"]  # counted though it stopped at 700 steps; its training time
+    part = text[text.index("## Time to thresholds"):]
+    assert table_row(part, "run")[3:] == ["step to 18", "time to 18", "step to 20", "time to 20", "training time",
+                                          "parts (pauses)", "SPS (median)"]
+    assert table_row(part, first.name)[2:] == ["1", "470", "0:00:42", "640", "0:00:58", "0:01:04", "2 (1:06:01)", "13"]
+    assert table_row(part, second.name)[2:] == ["2", "400", "0:00:30", "—", "—", "0:00:42", "1 (0:00:00)", "35"]
+    assert "![return against agent steps and training time](pong/runs.png)" in part
+    assert (tmp_path / "pong" / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    machines = text[text.index("## Commands and machines"):]
+    assert table_row(machines, first.name)[1:] == [
+        "1970-01-01 00:16", f"`{command} --env-id Pong-v5 --seed 1`", "AMD EPYC 7B13", "2", "2", "1.23 / 2.50 (7)"]
+    assert table_row(machines, second.name)[1:] == [
+        "1970-01-01 00:33", f"`{command} --total-timesteps 500 --env-id Pong-v5 --seed 2`"] + ["not recorded"] * 4
+
+    # by default neither section nor the plot of every run; without --sweep no machines
+    proc = run_report(tmp_path, "--runs", runs, "--last", 4, "--out", tmp_path / "plain")
+    assert_ok(proc)
+    assert "## Time to thresholds" not in proc.stdout and "## Commands and machines" not in proc.stdout
+    assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == ["Pong-v5.png"]
+    assert_usage_error(run_report(tmp_path, "--runs", runs, "--thresholds", "nan"), "--thresholds")
+
+
+def test_training_clock_counts_the_time_of_the_processes_only():
+    """Spans 0-10 and 5-15 (overlapping: once) and 20-30: at 12 s, 12; at 17 (a pause), 15; at 25, 20; after, 25."""
+    sys.path.insert(0, str(REPO / "benchmark"))
+    report = load_script("benchmark/report.py")
+    np.testing.assert_allclose(report.training_clock([(20, 30), (0, 10), (5, 15)], [12, 17, 25, 40]), [12, 15, 20, 25])
+    assert np.isnan(report.training_clock([], [1.0])).all()
 
 
 def test_learning_curve_and_reference_matching():
