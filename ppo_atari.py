@@ -79,6 +79,8 @@ class Args:
     """Adam learning rate at the start of training (1e-4 to 1e-3)"""
     num_envs: int = 8
     """number of envs stepped in lockstep (1 to 64; 8 as the PPO paper's 8 actors)"""
+    num_threads: Optional[int] = None
+    """cores torch trains on, between the env steps (default: all cores; 1 where other jobs keep the cores busy)"""
     num_steps: int = 128
     """steps per env in each rollout segment; num_envs * num_steps is the batch (16 to 2048)"""
     anneal_lr: bool = True
@@ -139,6 +141,8 @@ class Args:
         for name in ("gamma", "gae_lambda"):
             if not 0 <= getattr(self, name) <= 1:
                 return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}"
+        if self.num_threads is not None and self.num_threads <= 0:
+            return f"--num-threads must be positive, got {self.num_threads}"
         if self.batch_size % self.num_minibatches:
             return (f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
                     f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches")
@@ -388,12 +392,14 @@ def main(args: Args) -> None:
         run.fail(f"--env-id {args.env_id}: use an Atari *NoFrameskip-v4 id such as BreakoutNoFrameskip-v4 "
                  f"(the wrappers skip frames themselves [A2], and other ids have sticky actions)")
 
-    # seeding (run.seed: --seed, or one drawn from it after --resume); one torch thread, as the envs share the cores
+    # seeding (run.seed: --seed, or one drawn from it after --resume); torch trains on every core (--num-threads) between
+    # the env steps: the CNN's mini-batches take most of the time (measured: docs/speed.md)
+    num_threads = args.num_threads or len(os.sched_getaffinity(0))  # all the cores this process may use
     random.seed(run.seed)
     np.random.seed(run.seed)
     torch.manual_seed(run.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    torch.set_num_threads(1)
+    torch.set_num_threads(num_threads)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     # [C1] vectorized architecture: num_envs envs stepped in lockstep. SAME_STEP autoreset, as baselines' VecEnv:

@@ -81,6 +81,8 @@ class Args:
     """Adam learning rate at the start of training (1e-4 to 1e-3)"""
     num_envs: int = 8
     """number of envs stepped in lockstep, summed over all processes; a multiple of their number (1 to 64) [G1]"""
+    num_threads: Optional[int] = None
+    """cores torch trains on, between the env steps (default: this machine's cores shared by its processes)"""
     num_steps: int = 128
     """steps per env in each rollout segment; num_envs * num_steps is the batch of all processes (16 to 2048)"""
     anneal_lr: bool = True
@@ -160,6 +162,8 @@ class Args:
         for name in ("gamma", "gae_lambda"):
             if not 0 <= getattr(self, name) <= 1:
                 return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}"
+        if self.num_threads is not None and self.num_threads <= 0:
+            return f"--num-threads must be positive, got {self.num_threads}"
         if self.num_envs % self.world_size:  # [G1]
             return (f"--num-envs {self.num_envs} does not split evenly over {self.world_size} processes "
                     f"(torchrun's --nproc_per_node x --nnodes): use a multiple of {self.world_size}")
@@ -440,15 +444,17 @@ def main(args: Args) -> None:
         run.fail(f"--env-id {args.env_id}: use an Atari *NoFrameskip-v4 id such as BreakoutNoFrameskip-v4 "
                  f"(the wrappers skip frames themselves [A2], and other ids have sticky actions)")
 
-    # seeding (run.seed: --seed, or one drawn from it after --resume); one torch thread, as the envs share the cores
+    # seeding (run.seed: --seed, or one drawn from it after --resume); torch trains on this process's share of the
+    # machine's cores (--num-threads): all of them in one process, one each for 2 processes on 2 cores (docs/speed.md)
+    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # processes on this machine
+    num_threads = args.num_threads or max(1, len(os.sched_getaffinity(0)) // local_world_size)
     random.seed(run.seed)
     np.random.seed(run.seed)
     torch.manual_seed(run.seed)  # [G2] the same on every rank: identical initial weights
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    torch.set_num_threads(1)
+    torch.set_num_threads(num_threads)
     device = torch.device("cpu")
     if torch.cuda.is_available() and args.cuda:  # this process's GPU, by local rank
-        local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         gpus = args.device_ids or tuple(i % torch.cuda.device_count() for i in range(local_world_size))
         if len(gpus) != local_world_size or not all(0 <= gpu < torch.cuda.device_count() for gpu in gpus):
             run.fail(f"--device-ids {' '.join(map(str, gpus))}: give one GPU id (0 to "
