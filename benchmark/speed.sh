@@ -15,7 +15,8 @@
 # scripts and commands). REPEATS: runs of each (default 3; 1 without arguments). Alternating A and B spreads a change
 # in the machine's load over both. Per run: the wall time and the last "SPS" the run printed (env steps per second,
 # start-up excluded); per A and B: the median and the range (min-max); with two, the ratios B/A of the medians. The
-# core count and the load average are printed before and after: on a shared machine the numbers move with the load.
+# CPU model, the core count and the load average are printed before and after: on a shared machine the numbers move
+# with the load, and machines of one kind differ (name the CPU beside the figures).
 # Stopped (Ctrl-C, kill), it stops the run under way first. Exit code: 0, 1 when a run failed, 2 for bad arguments,
 # 130 or 143 when stopped.
 set -uo pipefail
@@ -109,7 +110,11 @@ else
     done
 fi
 
-load() { echo "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"; }
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)  # else lscpu's, else unknown
+cpu=${cpu:-$(LC_ALL=C lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p')}
+load() {
+    echo "${cpu:-unknown CPU}, $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+}
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(load); $REPEATS run(s) each, in a scratch folder"
 for i in "${!names[@]}"; do echo "# ${names[$i]}: ${commands[$i]}"; done
 
