@@ -593,10 +593,10 @@ def main(args: Args) -> None:
 # PPO below this line: the same text in all nine ppo*.py scripts (a test checks it). How it behaves: docs/ppo.md.
 # =====================================================================================================================
 
-# --resume takes the checkpoint's settings, but a flag given off its default changes these (those a script has)
+# --resume takes the checkpoint's settings, but a flag given (typed, at any value) changes these (those a script has)
 FREE_ON_RESUME = ("total_timesteps", "target_return", "cuda", "track", "wandb_project_name", "wandb_entity",
-                  "capture_video", "save_model", "checkpoint_every", "eval_episodes", "num_threads", "backend", "device_ids",
-                  "dist_timeout")
+                  "capture_video", "save_model", "checkpoint_every", "eval_episodes", "num_threads", "backend",
+                  "device_ids", "dist_timeout")
 ENV_SETTINGS = ("env_id", "distribution_mode")  # what --eval-checkpoint takes from the checkpoint
 
 
