@@ -197,7 +197,9 @@ class Agent(nn.Module):
 
     def get_action(self, x):
         """A sample of the policy and nothing else: what a rollout step needs."""
-        return Categorical(logits=self.actor(x), validate_args=False).sample()
+        # Categorical(logits=...).sample()'s own draw (one multinomial on the softmax), without building the
+        # distribution: the same actions, 1.1x the steps/s on CartPole (docs/speed.md)
+        return torch.multinomial(self.actor(x).softmax(-1), 1, True).squeeze(-1)
 
     def get_action_and_value(self, x, action=None):
         logits = self.actor(x)

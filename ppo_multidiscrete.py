@@ -291,7 +291,8 @@ class Agent(nn.Module):
     def get_action(self, x):
         """A sample of the policy and nothing else: what a rollout step needs."""
         split_logits = torch.split(self.actor(x), self.nvec, dim=1)  # [D1] one Categorical per component
-        return torch.stack([Categorical(logits=c, validate_args=False).sample() for c in split_logits], dim=1)
+        # Categorical(logits=c).sample()'s own draw (one multinomial on the softmax), without building the distributions
+        return torch.cat([torch.multinomial(c.softmax(-1), 1, True) for c in split_logits], dim=1)
 
     def get_action_and_value(self, x, action=None):
         logits = self.actor(x)

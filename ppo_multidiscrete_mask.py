@@ -297,7 +297,8 @@ class Agent(nn.Module):
         """A sample of the policy and nothing else: what a rollout step needs."""
         logits = torch.where(mask, self.actor(x), MASKED_LOGIT)  # [X4] as below
         split_logits = torch.split(logits, self.nvec, dim=1)  # [D1] one Categorical per component
-        return torch.stack([Categorical(logits=c, validate_args=False).sample() for c in split_logits], dim=1)
+        # Categorical(logits=c).sample()'s own draw (one multinomial on the softmax), without building the distributions
+        return torch.cat([torch.multinomial(c.softmax(-1), 1, True) for c in split_logits], dim=1)
 
     def get_action_and_value(self, x, mask, action=None):
         logits = self.actor(x)

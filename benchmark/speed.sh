@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# Speed check: time a script or a command, or two against each other. Each run happens in a scratch folder (with
-# links to the files of the folder you call it from and to the repo's ppo*.py), so nothing is left in runs/.
+# Speed check: time a script or a command, or up to four against each other. Each run happens in a scratch folder
+# (with links to the files of the folder you call it from and to the repo's ppo*.py), so nothing is left in runs/.
 #
 #   bash benchmark/speed.sh                            # each script of the list below once, at its budget
 #   bash benchmark/speed.sh ppo.py                     # one script, REPEATS times
 #   bash benchmark/speed.sh ppo.py ppo_mod.py          # A against B: A, B, A, B, ... REPEATS each; ratio B/A
+#   bash benchmark/speed.sh A B C                      # up to four (A to D) in turn; ratios B/A, C/A
 #   bash benchmark/speed.sh "python ppo.py --total-timesteps \$STEPS" "python ppo.py --num-envs 8 --total-timesteps \$STEPS"
 #   STEPS=100000 REPEATS=5 bash benchmark/speed.sh ppo.py ppo_mod.py
 #
-# A and B: a script (*.py: run as `python SCRIPT` with its arguments from the list below, or --total-timesteps $STEPS
-# for a script not in the list) or a command in quotes (run by bash; it may use $STEPS). Two scripts run with the
-# same arguments: those of A in the list, else those of B, else --total-timesteps $STEPS (so ppo.py against your
+# A to D: a script (*.py: run as `python SCRIPT` with its arguments from the list below, or --total-timesteps $STEPS
+# for a script not in the list) or a command in quotes (run by bash; it may use $STEPS). Scripts timed together run
+# with the same arguments: those of the first one in the list, else --total-timesteps $STEPS (so ppo.py against your
 # copy ppo_mod.py times both on CartPole-v1 at 500k steps). STEPS: the budget (default: the list's; 50000 for other
-# scripts and commands). REPEATS: runs of each (default 3; 1 without arguments). Alternating A and B spreads a change
-# in the machine's load over both. Per run: the wall time and the last "SPS" the run printed (env steps per second,
-# start-up excluded); per A and B: the median and the range (min-max); with two, the ratios B/A of the medians. The
-# CPU model, the core count and the load average are printed before and after: on a shared machine the numbers move
-# with the load, and machines of one kind differ (name the CPU beside the figures).
+# scripts and commands). REPEATS: runs of each (default 3; 1 without arguments). Taking turns spreads a change in the
+# machine's load over all of them. Per run: the wall time and the last "SPS" the run printed (env steps per second,
+# start-up excluded); per A, B, ...: the median and the range (min-max); with two or more, the ratios of the medians
+# to A's. The CPU model, the core count and the load average are printed before and after: on a shared machine the
+# numbers move with the load, and machines of one kind differ (name the CPU beside the figures).
 # Stopped (Ctrl-C, kill), it stops the run under way first. Exit code: 0, 1 when a run failed, 2 for bad arguments,
 # 130 or 143 when stopped.
 set -uo pipefail
@@ -43,7 +44,7 @@ budget() {
 }
 LIST="ppo.py ppo_continuous_action.py ppo_atari_envpool.py ppo_multidiscrete_mask.py ppo_atari.py"
 
-[ $# -le 2 ] || die "at most two scripts or commands (A and B), got $#"
+[ $# -le 4 ] || die "at most four scripts or commands (A to D), got $#"
 for arg in "$@"; do
     case $arg in
         -h | --help) sed -n '2,/^set /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -71,9 +72,9 @@ command_of() {
     esac
 }
 
-# the arguments both scripts of an A/B run get: A's from the list, else B's (else each gets --total-timesteps $STEPS)
+# the arguments the scripts timed together get: the first's in the list (else each gets --total-timesteps $STEPS)
 shared=
-if [ $# -eq 2 ]; then
+if [ $# -ge 2 ]; then
     for arg in "$@"; do
         case $arg in *" "*) shared=; break ;; esac  # a command in quotes brings its own arguments
         if [ -z "$shared" ] && in_list "$arg"; then shared=$(budget "$arg"); fi
@@ -103,7 +104,7 @@ commands=()
 if [ $# -eq 0 ]; then
     for script in $LIST; do names+=("$script"); commands+=("$(command_of "$script")"); done
 else
-    labels=(A B)
+    labels=(A B C D)
     for arg in "$@"; do
         names+=("${labels[${#names[@]}]}")
         commands+=("$(command_of "$arg" "$shared")")
@@ -133,7 +134,7 @@ for ((r = 1; r <= REPEATS; r++)); do
         child=
         t1=$(date +%s.%N)
         wall=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
-        sps=$(grep -o 'SPS *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
+        sps=$(grep -o 'SPS:\? *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
         if [ $rc -ne 0 ]; then
             last=$(grep -v '^\s*$' "$log" | tail -1)
             echo "$name run $r: failed (exit $rc): ${last:-(no output)}"
@@ -165,9 +166,11 @@ for i, name in enumerate(names):
         line += f", SPS median {statistics.median(sps):.0f} (range {min(sps):.0f}-{max(sps):.0f})"
     print(line)
     medians.append((statistics.median(walls), statistics.median(sps) if sps else None))
-if len(names) == 2 and None not in medians:
-    (wa, sa), (wb, sb) = medians
-    line = f"ratio B/A: wall {wb / wa:.3f}" if wa > 0 else "ratio B/A: wall —"
+for name, median in zip(names[1:], medians[1:]):  # each against A
+    if medians[0] is None or median is None:
+        continue
+    (wa, sa), (wb, sb) = medians[0], median
+    line = f"ratio {name}/A: wall {wb / wa:.3f}" if wa > 0 else f"ratio {name}/A: wall —"
     if sa and sb:
         line += f", SPS {sb / sa:.3f}"
     print(line)

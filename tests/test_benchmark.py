@@ -1005,7 +1005,7 @@ def test_speed_sh_times_two_commands_against_each_other(tmp_path):
 
 def test_speed_sh_refuses_what_it_does_not_know(tmp_path):
     for args, fragment in ((["--bogus"], "unknown option --bogus"), (["ppo_typo.py"], "ppo_typo.py: no such script"),
-                           (["ppo"], "neither a script"), (["a b", "c d", "e f"], "at most two")):
+                           (["ppo"], "neither a script"), (["a b", "c d", "e f", "g h", "i j"], "at most four")):
         proc = run_speed(*args)
         assert proc.returncode == 2 and proc.stdout == "", (args, proc.stdout)
         assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and fragment in proc.stderr, proc.stderr
@@ -1089,3 +1089,73 @@ def test_cnn_layout_times_both_layouts():
     ratio = table_row(proc.stdout, "ppo_atari.py", "NCHW / channels_last")
     assert ratio[3].endswith("x") and float(ratio[3][:-1]) > 0
     assert_usage_error(run_tool("cnn_layout.py", "--repeats", 0), "--repeats")
+
+
+def test_speed_sh_times_up_to_four_in_turn_and_reads_cleanrls_sps_line(tmp_path):
+    commands = ["echo 'SPS 100'", "echo 'SPS 200'", "echo 'SPS: 300'"]  # CleanRL prints "SPS: N"
+    proc = run_speed(*commands, REPEATS="2")
+    assert_ok(proc)
+    runs = [line.split(" run ")[0] for line in proc.stdout.splitlines() if " run " in line]
+    assert runs == ["A", "B", "C"] * 2
+    assert "SPS median 300 (range 300-300)" in proc.stdout
+    ratios = {line.split(":")[0]: line.split("SPS ")[1] for line in proc.stdout.splitlines() if line.startswith("ratio")}
+    assert ratios == {"ratio B/A": "2.000", "ratio C/A": "3.000"}
+
+
+def bench_module(name):
+    sys.path.insert(0, str(REPO / "benchmark"))
+    return load_script(f"benchmark/{name}")
+
+
+@pytest.mark.parametrize("script", ["ppo.py", "ppo_atari_envpool.py", "ppo_atari_lstm.py", "ppo_atari_multigpu.py",
+                                    "ppo_continuous_action.py", "ppo_multidiscrete_mask.py", "ppo_procgen.py"])
+def test_breakdown_finds_every_part_of_an_iteration_in_main(script):
+    """Each line of main() gets the part its statement does; every part of the update is found, by its own line."""
+    breakdown = bench_module("breakdown.py")
+    source = (REPO / script).read_text()
+    parts = breakdown.line_parts(source)
+    lines = source.splitlines()
+
+    def part_of(text, after=0):  # the part of the first line of main() holding text, after line `after`
+        return next(parts[n] for n in sorted(parts) if n > after and text in lines[n - 1])
+
+    loop = next(n for n in sorted(parts) if "for step in range(" in lines[n - 1])
+    assert part_of("envs.step(", loop) == "env"
+    assert part_of("global_step += args.num_envs", loop) == "storage"
+    assert part_of("loss.backward()") == "backward" and part_of("optimizer.step()") == "adam"
+    assert part_of("clip_grad_norm_(") == "clip" and part_of("optimizer.zero_grad()") == "update_other"
+    call = next(n for n in sorted(parts) if "ppo_loss(" in lines[n - 1])
+    assert parts[call] == parts[call + 1] == "loss"  # the call's argument lines too
+    assert part_of("compute_gae(") == "gae" and part_of('"losses/explained_variance"') == "logging"
+    assert part_of("for iteration in run.iterations()") == "logging"
+    assert part_of("envs.reset(") == "start-up"
+    assert set(parts.values()) == {name for name, _ in breakdown.PARTS} - {"end"} - (
+        set() if script == "ppo_atari_multigpu.py" else {"all_reduce"})
+
+
+def test_breakdown_counts_the_main_threads_samples_by_part():
+    breakdown = bench_module("breakdown.py")
+    source = (REPO / "ppo.py").read_text()
+    parts = breakdown.line_parts(source)
+    lines = source.splitlines()
+    step = next(n for n in sorted(parts) if "envs.step(action" in lines[n - 1])
+    backward = next(n for n in sorted(parts) if "loss.backward()" in lines[n - 1])
+    raw = [f"<module> (/a/ppo.py:700);main (/a/ppo.py:{step});SyncVectorEnv.step (gymnasium/sync.py:3) 7",
+           f"<module> (/a/ppo.py:700);main (/a/ppo.py:{backward});backward (torch/_tensor.py:5) 5",
+           f"<module> (/a/ppo.py:700);main (/a/ppo.py:{backward}) 2",
+           "<module> (/a/ppo.py:20);_find_and_load (<frozen importlib._bootstrap>:1176) 4",  # an import
+           "run (threading.py:975);_worker (tensorboard/writer.py:9) 50",  # another thread: not counted
+           f"<module> (/a/other.py:1);main (/a/ppo.py:{step}) 3"]  # another script's module: not counted
+    assert breakdown.tally(raw, "ppo.py", parts) == {"env": 7, "backward": 7, "start-up": 4}
+
+
+def test_peers_patches_each_cleanrl_script_or_refuses_one_they_do_not_fit(tmp_path):
+    peers = bench_module("peers.py")
+    (tmp_path / "cleanrl").mkdir()
+    for script, patches in peers.PATCHES.items():
+        (tmp_path / "cleanrl" / script).write_text("\n".join(f"x{i} {old} y" for i, (old, _) in enumerate(patches)))
+        text = peers.patched(tmp_path, script, tmp_path).read_text()
+        assert text == "\n".join(f"x{i} {new} y" for i, (_, new) in enumerate(patches))
+        (tmp_path / "cleanrl" / script).write_text("\n".join(f"x{i} {old} y" for i, (old, _) in enumerate(patches[1:])))
+        with pytest.raises(SystemExit, match="does not take the patch"):  # another commit: refused, not half-patched
+            peers.patched(tmp_path, script, tmp_path)

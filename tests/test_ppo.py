@@ -74,6 +74,22 @@ def test_layer_init_gains():
         assert torch.all(layers[name].bias == 0), name
 
 
+def test_rollout_sample_is_the_categoricals_own_draw():
+    """get_action skips building the distribution: with the same seed it draws exactly what
+    Categorical(logits).sample() draws, so runs keep their actions (and returns) per seed."""
+    agent = ppo.Agent(fake_envs(obs_dim=8, n=5))
+    with torch.no_grad():
+        agent.actor[4].weight.mul_(200)  # far from uniform, so that a different draw would show
+    x = torch.randn(4000, 8)
+    with torch.inference_mode():
+        torch.manual_seed(3)
+        ours = agent.get_action(x)
+        torch.manual_seed(3)
+        theirs = torch.distributions.Categorical(logits=agent.actor(x)).sample()
+    assert ours.shape == theirs.shape == (4000,) and ours.dtype == theirs.dtype
+    assert torch.equal(ours, theirs) and len(ours.unique()) == 5
+
+
 class RecordingAgent(ppo.Agent):
     """The script's Agent, remembering every call: rollout steps (get_action) and log-prob calls with given actions."""
 

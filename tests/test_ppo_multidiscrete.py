@@ -123,6 +123,26 @@ def test_x4_sampled_actions_are_never_masked():
     assert not mask.gather(1, offsets + unmasked).all()  # the check can fail: unmasked draws do hit invalid actions
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_rollout_sample_is_the_categoricals_own_draw(masked):
+    """get_action skips building the distributions: with the same seed it draws exactly what one
+    Categorical(logits).sample() per component draws, in order."""
+    rng = np.random.default_rng(2)
+    agent = (mdm if masked else md).Agent(fake_envs())
+    x = torch.randn(3000, 6)
+    mask = random_mask(rng, 3000)
+    args = (x, mask) if masked else (x,)
+    with torch.inference_mode():
+        torch.manual_seed(5)
+        ours = agent.get_action(*args)
+        torch.manual_seed(5)
+        logits = torch.where(mask, agent.actor(x), mdm.MASKED_LOGIT) if masked else agent.actor(x)
+        theirs = torch.stack([torch.distributions.Categorical(logits=c).sample()
+                              for c in torch.split(logits, NVEC, dim=1)], dim=1)
+    assert ours.shape == theirs.shape == (3000, len(NVEC)) and ours.dtype == theirs.dtype
+    assert torch.equal(ours, theirs)
+
+
 class FixedLogits(torch.nn.Module):
     """An actor whose output is a leaf tensor, so that the gradient with respect to the logits can be read."""
 
