@@ -947,6 +947,25 @@ SWEEPS = {  # sweep -> (its variables for one small run per script, the scripts 
 }
 
 
+def run_sweep_with_fake_trainer(sweep, tmp_path, out, **variables):
+    """Runs benchmark/<sweep> into OUT=out with `python ppo*.py` and `torchrun` answered by the fake trainer; returns
+    the calls the fake recorded (script, env id, seed, budget), in order."""
+    (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = f'exec {sys.executable} {tmp_path / "fake_trainer.py"} {REPO / "tests"}'
+    (bin_dir / "python").write_text(f'#!/bin/bash\ncase "$1" in */ppo*.py) {fake} "$@";; esac\n'
+                                    f'exec {sys.executable} "$@"\n')
+    (bin_dir / "torchrun").write_text(f'#!/bin/bash\nwhile [[ "$1" == --* ]]; do shift; done\n{fake} "$@"\n')
+    for shim in bin_dir.iterdir():
+        shim.chmod(0o755)
+    env = test_env(PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=str(out), **variables)
+    proc = subprocess.run(["bash", str(REPO / "benchmark" / sweep)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert_ok(proc)
+    return [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+
+
 @pytest.mark.parametrize("sweep", sorted(SWEEPS))
 def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
     """The sweep file as a user runs it, into a new OUT folder, with `python ppo*.py` and `torchrun` answered by the
@@ -957,21 +976,8 @@ def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
     if sweep == "procgen.sh":
         need_procgen()  # random_play.py plays the procgen game
     variables, scripts, env_id, random_env_id = SWEEPS[sweep]
-    (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = f'exec {sys.executable} {tmp_path / "fake_trainer.py"} {REPO / "tests"}'
-    (bin_dir / "python").write_text(f'#!/bin/bash\ncase "$1" in */ppo*.py) {fake} "$@";; esac\n'
-                                    f'exec {sys.executable} "$@"\n')
-    (bin_dir / "torchrun").write_text(f'#!/bin/bash\nwhile [[ "$1" == --* ]]; do shift; done\n{fake} "$@"\n')
-    for shim in bin_dir.iterdir():
-        shim.chmod(0o755)
     out = tmp_path / "out" / "new"  # does not exist yet
-    env = test_env(PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=str(out), STEPS="16384", SEEDS="2", **variables)
-    proc = subprocess.run(["bash", str(REPO / "benchmark" / sweep)], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert_ok(proc)
-    got = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    got = run_sweep_with_fake_trainer(sweep, tmp_path, out, STEPS="16384", SEEDS="2", **variables)
     assert sorted(c["script"] for c in got) == sorted(scripts)
     assert all(c["env_id"] == env_id and c["seed"] == 2 and c["total_timesteps"] == 16384 for c in got), got
     report = (out / "report.md").read_text()
@@ -981,6 +987,24 @@ def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
         assert "## Random play" in report
         assert int(table_row(report[report.index("## Random play"):], random_env_id)[1]) == (1 if sweep == "atari.sh" else 100)  # episodes
 
+
+def test_pong_sh_runs_each_script_with_the_tuned_settings_and_the_target(tmp_path):
+    """benchmark/pong.sh, every run of it, with the fake trainer: each script gets its Pong id, the tuned settings,
+    the 10M schedule and --target-return 20, flags its Args accept; an unknown run is refused in one line."""
+    out = tmp_path / "out"
+    got = run_sweep_with_fake_trainer("pong.sh", tmp_path, out, RUNS="envpool atari multigpu lstm", SEEDS="1 2")
+    assert [(c["script"], c["env_id"], c["seed"]) for c in got] == [
+        ("ppo_atari_envpool.py", "Pong-v5", 1), ("ppo_atari_envpool.py", "Pong-v5", 2),
+        ("ppo_atari.py", "PongNoFrameskip-v4", 1), ("ppo_atari_multigpu.py", "PongNoFrameskip-v4", 1),
+        ("ppo_atari_lstm.py", "PongNoFrameskip-v4", 1)]
+    assert all(c["total_timesteps"] == 10_000_000 for c in got)
+    logs = "".join(path.read_text() for path in sorted((out).glob("state_*/*.log")))
+    for flags in ("--target-return 20", "--clip-coef 0.2 --num-envs 16 --num-minibatches 8 --num-steps 128 "
+                  "--update-epochs 3", "--nproc_per_node=2"):
+        assert flags in logs, flags
+    proc = subprocess.run(["bash", str(REPO / "benchmark" / "pong.sh")], env=test_env(RUNS="gpu", OUT=str(out)),
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "unknown run 'gpu'" in proc.stderr
 
 def run_speed(*args, cwd=None, **env):
     return subprocess.run(["bash", str(REPO / "benchmark" / "speed.sh"), *args], capture_output=True, text=True,
