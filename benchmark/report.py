@@ -25,7 +25,8 @@ finished, marks an arm with fewer seeds than the sweep asked for ("2 of 3"), and
 machine it ran on as run.py recorded it: CPU model, cores, threads, the 1-minute load average while it ran.
 With --thresholds R1 R2 ..., per run the agent step and the training time at which the mean of its last --last
 episodic returns first reached each, its median charts/SPS, and a plot of every run's return against agent steps and
-against training time.
+against training time; a run stopped before its budget and its target is shown there too, marked unfinished, so that
+a long run's part done can be reported.
 
 Training time: the wall-clock while the run's processes ran, with the pauses between them left out. Each process of
 a run writes its own events file (a run stopped and continued with --resume has one per part, in one folder); a
@@ -499,7 +500,8 @@ def plot_runs(runs, labels, path, last, thresholds):
     for run in runs:
         steps, curve = learning_curve(run, last)
         times = episode_times(run) / (3600 if hours else 60)
-        line, = by_steps.plot(steps, curve, linewidth=1, label=f"{run['env_id']} seed {run['seed']}: {labels[id(run)]}")
+        label = f"{run['env_id']} seed {run['seed']}: {labels.get(id(run), run['script'])}{unfinished(run)}"
+        line, = by_steps.plot(steps, curve, linewidth=1, label=label)
         by_time.plot(times, curve, linewidth=1, color=line.get_color())
     for ax in (by_steps, by_time):
         for threshold in thresholds:
@@ -523,6 +525,11 @@ def fmt_hms(seconds):
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+def unfinished(run):
+    """' (unfinished at step N)' for a run stopped before its budget and its target, else ''."""
+    return "" if run["summary"]["complete"] else f" (unfinished at step {run['last_step']:,})"
+
+
 def threshold_lines(runs, labels, args, image_link):
     """The section of --thresholds: per run the step and training time to each threshold, its training time, parts
     and median SPS; the plot of every run against steps and training time."""
@@ -543,7 +550,8 @@ def threshold_lines(runs, labels, args, image_link):
         cells = [f"{hit[0]:,} | {fmt_hms(hit[1])}" if hit else "— | —" for hit in reached]
         spans = run["spans"]
         paused = (max(b for _, b in spans) - min(a for a, _ in spans) - run["summary"]["wall"]) if spans else math.nan
-        lines.append(f"| {run['name']} | {labels[id(run)]} | {run['seed']} | " + " | ".join(cells) +
+        lines.append(f"| {run['name']}{unfinished(run)} | {labels.get(id(run), run['script'])} | {run['seed']} | " +
+                     " | ".join(cells) +
                      f" | {fmt_hms(run['summary']['wall'])} | {len(spans)} ({fmt_hms(paused)}) "
                      f"| {fmt_num(run['summary']['sps_median'], 0)} |")
     if image_link:
@@ -593,8 +601,9 @@ class Report:
         self.labels = {id(run): label for _, label, _, runs in self.groups for run in runs}  # each run's arm
         self.left_out = left_out
         self.sweep = sweep or {}
-        self.by_name = {name: state for state in self.sweep.values() if state.get("status") == "done"
-                        for name in state.get("run_names", [])}
+        self.by_name = {name: state for state in self.sweep.values() for name in state.get("run_names", [])}
+        # runs stopped before their budget and target: --thresholds shows the part done
+        self.unfinished = [run for run, why in left_out if why == "incomplete"]
         self.read = {run["name"] for run in runs}
 
     def asked(self, runs):
@@ -745,7 +754,7 @@ def render(report, ref_rows, args, image_links, runs_link=None):
         lines += [f"![{env_id}]({link})" for env_id, link in image_links]
     labels = report.labels
     if args.thresholds:
-        lines += threshold_lines(all_runs, labels, args, runs_link)
+        lines += threshold_lines(all_runs + report.unfinished, labels, args, runs_link)
     lines += ["", "## Runs", "", "| run | arm | seed | episodes | return, last N ep. | N | SPS | wall | note |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for run, note in [(r, "") for r in all_runs] + report.left_out:
@@ -828,7 +837,8 @@ def main(argv=None):
     sweep = None
     if args.sweep is not None:
         sweep = read_sweep(args.sweep)
-        names = {name for state in sweep.values() if state.get("status") == "done" for name in state.get("run_names", [])}
+        # the folders of unfinished runs too: they are left out of the table, but --thresholds reports the part done
+        names = {name for state in sweep.values() for name in state.get("run_names", [])}
         recorded = len(names)
         folders = [(p, name) for p, name in folders if name in names]
         if recorded and not folders:
@@ -860,7 +870,7 @@ def main(argv=None):
             image_links.append((env_id, f"{out.name}/{png.name}"))
     runs_link = None
     if args.out and args.thresholds:
-        plot_runs(report.shown, report.labels, out / "runs.png", args.last, args.thresholds)
+        plot_runs(report.shown + report.unfinished, report.labels, out / "runs.png", args.last, args.thresholds)
         runs_link = f"{out.name}/runs.png"
     text = render(report, ref_rows, args, image_links, runs_link)
     if args.out:
