@@ -916,6 +916,28 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
     assert table_row(machines, folder.name)[3:] == ["AMD EPYC", "2", "2", "1.50 / 2.00 (3)"]
     assert (tmp_path / "pong" / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
+
+def test_the_committed_pong_report_regenerates_from_the_committed_event_files(tmp_path):
+    """benchmark/results/pong.md is made from the event files, args.json and state files committed beside it (a fresh
+    checkout has nothing else): made again from them, its tables from 'Time to thresholds' on are the same, row for row. Fails
+    when the event files are missing, e.g. left out by a .gitignore rule."""
+    results = REPO / "benchmark" / "results"
+    runs = results / "pong" / "runs"
+    assert sorted(runs.glob("*/events.out.tfevents.*")) and sorted(runs.glob("*/args.json"))
+    if (REPO / ".git").exists():  # what git would leave out of a commit is not there in a fresh checkout
+        ignored = subprocess.run(["git", "check-ignore", *map(str, runs.glob("*/*"))], cwd=REPO, capture_output=True)
+        assert ignored.returncode == 1, f"ignored by .gitignore: {ignored.stdout.decode()}"
+    proc = run_report(tmp_path, "--runs", runs, "--sweep", *sorted((results / "pong").glob("state_*")),
+                      "--thresholds", 18, 20, "--out", tmp_path / "pong")
+    assert_ok(proc)
+
+    def tables(text):  # from the thresholds table on: the per-run tables, whose figures come from the event files
+        return [line for line in text[text.index("## Time to thresholds"):].splitlines() if line.startswith("| ")]
+
+    committed = tables((results / "pong.md").read_text())
+    assert len(committed) >= 3 and tables((tmp_path / "pong.md").read_text()) == committed
+
+
 def test_training_clock_counts_the_time_of_the_processes_only():
     """Spans 0-10 and 5-15 (overlapping: once) and 20-30: at 12 s, 12; at 17 (a pause), 15; at 25, 20; after, 25."""
     sys.path.insert(0, str(REPO / "benchmark"))
