@@ -919,8 +919,8 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
 
 def test_the_committed_pong_report_regenerates_from_the_committed_event_files(tmp_path):
     """benchmark/results/pong.md is made from the event files, args.json and state files committed beside it (a fresh
-    checkout has nothing else): made again from them, its tables from 'Time to thresholds' on are the same, row for row. Fails
-    when the event files are missing, e.g. left out by a .gitignore rule."""
+    checkout has nothing else): made again from them, its tables from 'Time to thresholds' on are the same, row for
+    row. Fails when the event files are missing, e.g. left out by a .gitignore rule."""
     results = REPO / "benchmark" / "results"
     runs = results / "pong" / "runs"
     assert sorted(runs.glob("*/events.out.tfevents.*")) and sorted(runs.glob("*/args.json"))
