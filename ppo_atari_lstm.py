@@ -610,6 +610,8 @@ class Run:
         if (problem := args.problem()) is not None:
             self.fail(problem)
         self.start_iteration = self.checkpoint.get("iteration", 0) if args.resume is not None else 0
+        if args.resume is not None and rank == 0:  # the games before the stop count on (progress line, --target-return)
+            self.recent_returns.extend(self.checkpoint.get("recent_returns", []))
         if args.resume is not None and self.start_iteration >= args.num_iterations:
             self.fail(f"--resume {args.resume}: the run has done all its {self.start_iteration} iterations; give a "
                       f"larger --total-timesteps than {args.total_timesteps} to extend it")
@@ -704,12 +706,15 @@ class Run:
 
     def iterations(self):  # between two and after the last: progress, the state to save, --checkpoint-every's save
         args, self.start_time, self.saved = self.args, time.time(), True
+        printed = self.start_time  # the progress line: every 20th of the run, and at least once a minute
         for self.done in range(self.start_iteration, args.num_iterations + 1):
             step = self.done * args.batch_size
             if self.rank == 0 and self.done > self.start_iteration:  # SPS of this process's steps
                 sps = int((step - self.start_iteration * args.batch_size) / (time.time() - self.start_time))
                 self.writer.add_scalar("charts/SPS", sps, step)
-                if self.done % max(1, args.num_iterations // 20) == 0 or self.done in (1, args.num_iterations):
+                if self.done % max(1, args.num_iterations // 20) == 0 or self.done in (1, args.num_iterations) \
+                        or time.time() - printed >= 60:
+                    printed = time.time()
                     eta = int((args.num_iterations - self.done) * args.batch_size / max(sps, 1))
                     recent = f"{np.mean(self.recent_returns):8.2f}" if self.recent_returns else "       -"
                     print(f"step {step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | return (last "
@@ -720,6 +725,7 @@ class Run:
             if self.rank == 0 and (args.save_model or args.checkpoint_every):
                 self.state = {"script": self.script, "args": dict(vars(args)), "iteration": self.done,
                               "global_step": step, "wandb_id": self.wandb_id, "target_reached": reached,
+                              "recent_returns": list(self.recent_returns),
                               **{name: copy.deepcopy(part.state_dict()) for name, part in self.parts.items()}}
                 if args.checkpoint_every and self.start_iteration < self.done < args.num_iterations and \
                         self.done % args.checkpoint_every == 0:

@@ -675,7 +675,9 @@ def render(report, ref_rows, args, image_links, runs_link=None):
             f" (last {averaged[0]}{'' if len(averaged) == 1 else f'–{averaged[-1]}'} ep.)"
         refs = [(reference_cell(ref_rows, script, env_id, steps, source) if is_ref else "") or "—"
                 for source in ("published", "baselines", "here")]
-        lines.append(f"| {env_id} | {label} | {fmt_steps(steps)} | {count} ({','.join(map(str, seeds))}) "
+        stopped = [f"{r['last_step']:,}" for r in runs if r["target_reached"]]  # --target-return ended them early
+        cell = fmt_steps(steps) + (f", stopped at the target: {', '.join(stopped)}" if stopped else "")
+        lines.append(f"| {env_id} | {label} | {cell} | {count} ({','.join(map(str, seeds))}) "
                      f"| {fmt_mean_std(*ret)}{fewer} | {fmt_num(sps, 0)} | {fmt_wall(wall)} | " + " | ".join(refs) + " |")
     if not report.groups:
         lines.append("| (no complete run) | | | | | | | | | |")
@@ -757,7 +759,8 @@ def render(report, ref_rows, args, image_links, runs_link=None):
         lines += threshold_lines(all_runs + report.unfinished, labels, args, runs_link)
     lines += ["", "## Runs", "", "| run | arm | seed | episodes | return, last N ep. | N | SPS | wall | note |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for run, note in [(r, "") for r in all_runs] + report.left_out:
+    for run, note in [(r, f"target reached at step {r['last_step']:,}" if r["target_reached"] else "")
+                      for r in all_runs] + report.left_out:
         s = run["summary"]
         label = labels.get(id(run), run["script"])
         lines.append(f"| {run['name']} | {label} | {run['seed']} | {s['episodes']} | {fmt_num(s['return'])} "

@@ -2,10 +2,12 @@
 the same in all nine scripts, so that `diff` of two scripts never shows plumbing."""
 
 import ast
+import signal
+import types
 
 import pytest
 
-from helpers import REPO, SCRIPTS
+from helpers import REPO, SCRIPTS, load_script
 
 DIVIDER = "# " + "=" * 117  # the line above "# Run plumbing: ..."
 ORDER = ["Args", "make_env", "layer_init", "Agent", "compute_gae", "ppo_loss", "evaluate", "main"]
@@ -55,3 +57,31 @@ def test_ppo_first_in_reading_order_then_the_plumbing(script):
     main = next(node for node in ast.parse(ppo).body if getattr(node, "name", None) == "main")
     used = {node.attr for node in ast.walk(main) if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "run"}
     assert used <= {"fail", "load", "start", "iterations", "seed", "name", "start_iteration", "recent_returns"}, used
+
+
+@pytest.mark.parametrize("seconds", [1, 25])
+def test_the_progress_line_every_twentieth_of_the_run_and_at_least_once_a_minute(seconds, tmp_path, monkeypatch, capsys):
+    """1,000 iterations of `seconds` each on a fake clock: a line after the first, the last and every 50th (a 20th of
+    the run), and besides those one at the first iteration that ends 60 s or more after the previous line."""
+    module = load_script("ppo.py")
+    monkeypatch.chdir(tmp_path)
+    args = module.Args(total_timesteps=1000 * 512)  # 4 envs x 128 steps a batch
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        run = module.Run(args)
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    run.writer = types.SimpleNamespace(add_scalar=lambda *a: None)
+    now = [0.0]
+    monkeypatch.setattr(module.time, "time", lambda: now[0])
+    capsys.readouterr()  # what Run printed before
+    for _ in run.iterations():
+        now[0] += seconds
+    lines = [int(line.split()[1].split("/")[0]) // 512 for line in capsys.readouterr().out.splitlines()]
+    assert args.num_iterations == 1000 and set(lines) >= {1, *range(50, 1001, 50)}
+    if seconds == 1:  # 50 s between two 20ths: those lines only
+        assert lines == [1, *range(50, 1001, 50)]
+    else:  # a minute is 3 iterations: no more than 3 apart, and 3 apart unless the later one is a 20th
+        gaps = [(b - a, b) for a, b in zip(lines, lines[1:])]
+        assert all(gap == 3 or (gap < 3 and b % 50 == 0) for gap, b in gaps), gaps
