@@ -555,7 +555,7 @@ def main(args: Args) -> None:
                     for i in np.flatnonzero(infos["final_info"]["_episode"]):
                         writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
                         writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
-                        run.recent_returns.append(float(episode["r"][i]))  # for the progress line
+                        run.recent_returns.append(float(episode["r"][i]))  # the progress line, --target-return
 
             with torch.no_grad():
                 next_value = agent.get_value(next_obs).reshape(1, -1)[0]
@@ -640,14 +640,17 @@ class Run:
         self.world = 1  # processes under torchrun
         signal.signal(signal.SIGINT, self.on_signal)  # until training starts, a stop leaves nothing (on_signal)
         signal.signal(signal.SIGTERM, self.on_signal)
-        self.recent_returns = deque(maxlen=20)  # of the last episodes, for the progress line
+        self.recent_returns = deque(maxlen=20)  # of the last episodes: the progress line, --target-return
         self.flag, self.path = ("--resume", args.resume) if args.resume else ("--eval-checkpoint", args.eval_checkpoint)
         self.checkpoint = self.read_checkpoint() if self.path is not None else {}
         if (problem := args.problem()) is not None:
             self.fail(problem)
         self.start_iteration = self.checkpoint.get("iteration", 0) if args.resume is not None else 0
-        if args.resume is not None and rank == 0:  # the games before the stop count on (progress line, --target-return)
-            self.recent_returns.extend(self.checkpoint.get("recent_returns", []))
+        saved = self.checkpoint.get("recent_returns", []) if args.resume is not None else []  # its last 20 games
+        if args.target_return is not None and len(saved) == 20 and np.mean(saved) >= args.target_return:
+            self.fail(f"--resume {args.resume}: its last 20 games reach --target-return {args.target_return} (mean "
+                      f"{np.mean(saved):.2f}); give a higher one, or --target-return None, to train on")
+        self.recent_returns.extend(saved if rank == 0 else [])  # they count on (progress line, --target-return)
         if args.resume is not None and self.start_iteration >= args.num_iterations:
             self.fail(f"--resume {args.resume}: the run has done all its {self.start_iteration} iterations; give a "
                       f"larger --total-timesteps than {args.total_timesteps} to extend it")

@@ -675,8 +675,8 @@ def render(report, ref_rows, args, image_links, runs_link=None):
             f" (last {averaged[0]}{'' if len(averaged) == 1 else f'–{averaged[-1]}'} ep.)"
         refs = [(reference_cell(ref_rows, script, env_id, steps, source) if is_ref else "") or "—"
                 for source in ("published", "baselines", "here")]
-        stopped = [f"{r['last_step']:,}" for r in runs if r["target_reached"]]  # --target-return ended them early
-        cell = fmt_steps(steps) + (f", stopped at the target: {', '.join(stopped)}" if stopped else "")
+        stopped = [f"seed {r['seed']} at {r['last_step']:,}" for r in runs if r["target_reached"]]  # --target-return
+        cell = fmt_steps(steps) + (f", stopped at the target: {'; '.join(stopped)}" if stopped else "")
         lines.append(f"| {env_id} | {label} | {cell} | {count} ({','.join(map(str, seeds))}) "
                      f"| {fmt_mean_std(*ret)}{fewer} | {fmt_num(sps, 0)} | {fmt_wall(wall)} | " + " | ".join(refs) + " |")
     if not report.groups:

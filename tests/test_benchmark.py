@@ -863,7 +863,7 @@ def test_report_thresholds_give_step_and_training_time_with_the_pauses_of_a_resu
     assert_ok(proc)
     text = (tmp_path / "pong.md").read_text()
     assert table_row(text, "Pong-v5", "ppo_atari_envpool.py total_timesteps=10000")[2:7] == \
-        ["10k, stopped at the target: 700", "1 (1)", "20.75", "27", "64 s"]  # counted though it stopped at 700 steps
+        ["10k, stopped at the target: seed 1 at 700", "1 (1)", "20.75", "27", "64 s"]  # counted though it stopped at 700 steps
     assert table_row(text[text.index("## Runs"):], first.name)[-1] == "target reached at step 700"
     part = text[text.index("## Time to thresholds"):]
     assert table_row(part, "run")[3:] == ["step to 18", "time to 18", "step to 20", "time to 20", "training time",

@@ -511,19 +511,25 @@ def test_target_return_ends_training_at_the_first_boundary_where_the_last_20_epi
     assert max(step for step, _ in read_scalars(run_dir)["charts/learning_rate"]) == saved["global_step"]
 
 
-def test_a_resumed_run_counts_the_games_before_its_stop_toward_the_target(tmp_path):
-    """The checkpoint keeps the last 20 returns (as logged), and a resume starts from them: a --target-return that
-    they already reach ends the resumed run at the boundary it starts from, without waiting for 20 new games."""
+def test_a_resumed_run_counts_the_games_before_its_stop(tmp_path):
+    """The checkpoint keeps the last 20 returns (as logged), and a resume goes on with them: its first progress line
+    averages 20 games, and a --target-return they already reach is refused in one line (nothing left to train); a
+    checkpoint without them (saved by an older version) starts counting anew."""
     proc = run_main("ppo.py", *TINY[:4], "--total-timesteps", 64 * 20, "--save-model", cwd=tmp_path)
     assert_ok(proc)
     (run_dir,) = run_dirs(tmp_path)
-    saved = torch.load(run_dir / "ppo.pt", weights_only=True)
+    path = run_dir / "ppo.pt"
     returns = [r for _, r in read_scalars(run_dir)["charts/episodic_return"]]
-    assert len(returns) >= 20 and saved["recent_returns"] == pytest.approx(returns[-20:])
-    target = min(returns[-20:])  # reached by the saved games, not by fewer new ones of random play
-    proc = run_main("ppo.py", "--resume", run_dir / "ppo.pt", "--total-timesteps", 64 * 1000, "--target-return",
-                    target, cwd=tmp_path)
+    assert len(returns) >= 20 and torch.load(path, weights_only=True)["recent_returns"] == pytest.approx(returns[-20:])
+    proc = run_main("ppo.py", "--resume", path, "--total-timesteps", 64 * 1000, "--target-return", min(returns[-20:]),
+                    cwd=tmp_path)
+    assert_usage_error(proc, f"its last 20 games reach --target-return {float(min(returns[-20:]))}", "None")
+    proc = run_main("ppo.py", "--resume", path, "--total-timesteps", 64 * 21, "--target-return", "None", cwd=tmp_path)
     assert_ok(proc)
-    resumed = torch.load(run_dir / "ppo.pt", weights_only=True)
-    assert resumed["target_reached"] and resumed["iteration"] == 20
-    assert "target reached at step 1280" in proc.stdout
+    assert "| return (last 20)" in next(line for line in proc.stdout.splitlines() if line.startswith("step"))
+    checkpoint = torch.load(path, weights_only=True)
+    del checkpoint["recent_returns"]
+    torch.save(checkpoint, path)
+    proc = run_main("ppo.py", "--resume", path, "--total-timesteps", 64 * 22, cwd=tmp_path)
+    assert_ok(proc)
+    assert "| return (last 20)" not in next(line for line in proc.stdout.splitlines() if line.startswith("step"))
