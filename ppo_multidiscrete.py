@@ -52,6 +52,8 @@ class Args:
     """set torch.backends.cudnn.deterministic: deterministic cuDNN kernels on a GPU; nothing else, no effect on CPU"""
     cuda: bool = True
     """use the GPU when torch sees one (ignored otherwise)"""
+    compile: bool = False
+    """torch.compile each mini-batch's forward pass and loss (compiles ~20 s; pays on long MLP runs: docs/speed.md)"""
     track: bool = False
     """mirror the TensorBoard logs to Weights & Biases (pip install wandb; WANDB_MODE=offline without a network)"""
     wandb_project_name: str = "ppo-details"
@@ -419,6 +421,13 @@ def main(args: Args) -> None:
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     writer = run.start(envs, model=agent, optimizer=optimizer)  # --resume: their state from the checkpoint; the logs
 
+    def minibatch_loss(inputs, *loss_args):  # the agent on a mini-batch, then the loss: one graph for --compile
+        _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
+        return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
+
+    if args.compile:  # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
+        minibatch_loss = torch.compile(minibatch_loss)
+
     # rollout storage: (num_steps, num_envs, ...)
     obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
     actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
@@ -499,10 +508,10 @@ def main(args: Args) -> None:
                 for start in range(0, args.batch_size, args.minibatch_size):
                     mb_inds = b_inds[start : start + args.minibatch_size]
 
-                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
-                    loss, stats = ppo_loss(
-                        newlogprob, entropy, newvalue, b_logprobs[mb_inds], b_values[mb_inds], b_advantages[mb_inds],
-                        b_returns[mb_inds], clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef,
+                    loss, stats = minibatch_loss(
+                        (b_obs[mb_inds], b_actions.long()[mb_inds]),  # the agent's inputs
+                        b_logprobs[mb_inds], b_values[mb_inds], b_advantages[mb_inds], b_returns[mb_inds],
+                        clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef,
                     )
                     update_stats.append(stats)
 
@@ -534,9 +543,9 @@ def main(args: Args) -> None:
 # =====================================================================================================================
 
 # --resume takes the checkpoint's settings, but a flag given (typed, at any value) changes these (those a script has)
-FREE_ON_RESUME = ("total_timesteps", "target_return", "cuda", "track", "wandb_project_name", "wandb_entity",
-                  "capture_video", "save_model", "checkpoint_every", "eval_episodes", "num_threads", "backend",
-                  "device_ids", "dist_timeout")
+FREE_ON_RESUME = ("total_timesteps", "target_return", "cuda", "compile", "track", "wandb_project_name",
+                  "wandb_entity", "capture_video", "save_model", "checkpoint_every", "eval_episodes", "num_threads",
+                  "backend", "device_ids", "dist_timeout")
 ENV_SETTINGS = ("env_id", "distribution_mode")  # what --eval-checkpoint takes from the checkpoint
 
 
@@ -628,15 +637,16 @@ class Run:
             self.load(**parts)
         if self.rank != 0:
             return None
-        if args.track:  # --resume: the same wandb run. Without a network, wandb.init gives up after 30 s: log offline
+        if args.track:  # --resume: the same wandb run. Without a network, wandb.init gives up after a timeout: log offline
             try:
                 import wandb
             except ImportError:
                 self.fail('--track needs wandb: pip install -e ".[wandb]"')
             kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, name=self.name,
                           config=vars(args), save_code=True, resume="allow", id=self.checkpoint.get("wandb_id"))
+            timeout = float(os.environ.get("WANDB_INIT_TIMEOUT", 30))  # seconds; wandb's own default is 90
             try:
-                wandb.init(**kwargs, settings=wandb.Settings(init_timeout=30))
+                wandb.init(**kwargs, settings=wandb.Settings(init_timeout=timeout))
             except Exception as e:
                 print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline (wandb sync)", file=sys.stderr)
                 wandb.init(**kwargs, mode="offline")

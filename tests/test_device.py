@@ -290,7 +290,7 @@ BUGS = {
     "shuffled indices without device=": (
         "b_inds = torch.randperm(args.batch_size, device=device)",
         "b_inds = torch.randperm(args.batch_size)",
-        "agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])"),
+        "(b_obs[mb_inds], b_actions.long()[mb_inds]),  # the agent's inputs"),
     "env data without device=": (
         "next_done = torch.as_tensor(next_done, dtype=torch.float32, device=device)",
         "next_done = torch.as_tensor(next_done, dtype=torch.float32)",

@@ -237,8 +237,10 @@ def test_track_works_offline(tmp_path):
 
 def test_track_without_a_server_falls_back_to_offline(tmp_path):
     """Online mode with a server that refuses connections (a closed local port, so no real network is touched):
-    wandb.init gives up after its 30 s timeout, the run logs offline and trains to the end. Takes about a minute."""
-    env = test_env(WANDB_MODE="online", WANDB_API_KEY="x" * 40, WANDB_BASE_URL="http://127.0.0.1:9")
+    wandb.init gives up after its timeout (WANDB_INIT_TIMEOUT, here 5 s instead of the script's 30), the run logs
+    offline and trains to the end."""
+    env = test_env(WANDB_MODE="online", WANDB_API_KEY="x" * 40, WANDB_BASE_URL="http://127.0.0.1:9",
+                   WANDB_INIT_TIMEOUT="5")
     proc = run_script("ppo.py", *TINY, "--track", cwd=tmp_path, env=env, timeout=300)
     assert_ok(proc)
     assert "cannot reach the server" in proc.stderr and "logging offline" in proc.stderr

@@ -3,6 +3,7 @@
 mean of the update [C12], and evaluation playing the saved weights."""
 
 import dataclasses
+import functools
 import math
 from types import SimpleNamespace
 
@@ -242,14 +243,19 @@ def threads(module):
     return {"num_threads": 1} if "num_threads" in {f.name for f in dataclasses.fields(module.Args)} else {}
 
 
-def train(script, cwd, **overrides):
-    """Train `script` in-process for TINY (with overrides) and save the model, recording every ppo_loss call (inputs,
-    coefficients, statistics), every gradient clip and the agent's initial weights."""
+def load_needed(script):
+    """The script loaded, after skipping the test where the packages its envs need are missing."""
     if script == "ppo_procgen.py":
         need_procgen()
     for module_name in NEEDS.get(script, []):
         need(module_name)
-    module = load_script(script)
+    return load_script(script)
+
+
+def train(script, cwd, **overrides):
+    """Train `script` in-process for TINY (with overrides) and save the model, recording every ppo_loss call (inputs,
+    coefficients, statistics), every gradient clip and the agent's initial weights."""
+    module = load_needed(script)
     run = SimpleNamespace(module=module, calls=[], clips=[], initial=[], cwd=cwd)
     ppo_loss, clip_grad_norm_ = module.ppo_loss, torch.nn.utils.clip_grad_norm_
 
@@ -367,3 +373,36 @@ def test_optimizer_settings_and_step_count(tiny_run, script):
     for state in optimizer["state"].values():  # Adam's moments (an SGD or RMSprop state has neither)
         assert {"exp_avg", "exp_avg_sq"} <= state.keys()
         assert float(state["step"]) == steps
+
+
+@pytest.mark.parametrize("script,backend", [(script, "aot_eager") for script in SCRIPTS] + [("ppo.py", "inductor")])
+def test_compile_computes_what_the_default_computes(tiny_run, tmp_path, script, backend):
+    """--compile traces each mini-batch's forward pass and loss into one graph (in ppo_atari_lstm.py, graphs around
+    its nn.LSTM, which dynamo leaves to eager code) that computes what the default run does: from the same seed, the
+    tiny run's logged losses of both updates and its final weights agree with the uncompiled run's, to float rounding.
+    Every script with the aot_eager backend (dynamo's tracing, no code generation: seconds); ppo.py also with
+    inductor, the backend that --compile uses (its C++ build takes a while)."""
+    from torch._dynamo.utils import counters
+
+    eager, module = tiny_run(script), load_needed(script)
+    torch._dynamo.reset()
+    counters.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        mp.setattr(torch, "compile", functools.partial(torch.compile, backend=backend))
+        module.main(module.Args(**{**TINY, "save_model": True, "compile": True, **threads(module)}))
+    assert counters["stats"]["unique_graphs"] >= 1  # it did compile
+    if script == "ppo_atari_lstm.py":
+        assert all("LSTM" in reason for reason in counters["graph_break"])
+    else:
+        assert not counters["graph_break"]  # one graph: the forward pass and the loss, no Python in between
+    (model,) = (tmp_path / "runs").rglob("*.pt")
+    scalars = read_scalars(model.parent)
+    for name in STATS + ["explained_variance"]:
+        np.testing.assert_allclose([v for _, v in scalars[f"losses/{name}"]],
+                                   [v for _, v in eager.scalars[f"losses/{name}"]], rtol=1e-5, atol=1e-6, err_msg=name)
+    ours, theirs = torch.load(model, weights_only=True)["model"], torch.load(eager.model, weights_only=True)["model"]
+    assert ours.keys() == theirs.keys()
+    for key in theirs:
+        torch.testing.assert_close(ours[key], theirs[key], rtol=1e-5, atol=1e-6)
+    assert any(not torch.equal(eager.initial[0][k].cpu(), theirs[k]) for k in theirs)  # the update moved the weights
