@@ -53,7 +53,7 @@ class Args:
     cuda: bool = True
     """use the GPU when torch sees one (ignored otherwise)"""
     compile: bool = False
-    """torch.compile each mini-batch's forward pass and loss (compiles ~20 s; pays on long MLP runs: docs/speed.md)"""
+    """torch.compile each mini-batch's forward pass and loss (~20 s to compile; no clear gain on CPUs: docs/speed.md)"""
     track: bool = False
     """mirror the TensorBoard logs to Weights & Biases (pip install wandb; WANDB_MODE=offline without a network)"""
     wandb_project_name: str = "ppo-details"
@@ -467,6 +467,8 @@ def main(args: Args) -> None:
             if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
                 optimizer.param_groups[0]["lr"] = frac * args.learning_rate
             clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef  # [X1] off by default
+            if args.compile and args.anneal_clip:  # a float that changes is compiled anew; a tensor's value is not
+                clip_coef = torch.tensor(clip_coef, device=device)
             invalid_actions = 0  # action components the env's mask marks invalid, in this rollout
 
             for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
@@ -664,7 +666,10 @@ class Run:
                 self.fail('--track needs wandb: pip install -e ".[wandb]"')
             kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, name=self.name,
                           config=vars(args), save_code=True, resume="allow", id=self.checkpoint.get("wandb_id"))
-            timeout = float(os.environ.get("WANDB_INIT_TIMEOUT", 30))  # seconds; wandb's own default is 90
+            try:
+                timeout = float(os.environ.get("WANDB_INIT_TIMEOUT", 30))  # seconds; wandb's own default is 90
+            except ValueError:
+                self.fail(f"WANDB_INIT_TIMEOUT={os.environ['WANDB_INIT_TIMEOUT']}: not a number of seconds")
             try:
                 wandb.init(**kwargs, settings=wandb.Settings(init_timeout=timeout))
             except Exception as e:

@@ -59,6 +59,8 @@ def line_parts(source):
     if missing:
         raise ValueError(f"main() has no {', '.join(sorted(missing))} loop")
     statements = [n for n in ast.walk(main) if isinstance(n, ast.stmt) and n is not main]
+    # the function main() defines for the update (--compile compiles it): the forward pass, then ppo_loss
+    batch = next((n for n in main.body if isinstance(n, ast.FunctionDef) and n.name == "minibatch_loss"), None)
 
     def inside(node, line):
         return node.lineno <= line <= node.end_lineno
@@ -74,7 +76,9 @@ def line_parts(source):
             text = "\n".join(lines[node.lineno - 1 : node.end_lineno])
             if isinstance(node, (ast.For, ast.If, ast.With, ast.While, ast.Try)):
                 text = lines[node.lineno - 1]
-        if line == loops["iteration"].lineno:  # advancing run.iterations(): the plumbing between two iterations
+        if batch is not None and batch.lineno < line <= batch.end_lineno:  # its body runs in the update
+            parts[line] = "loss" if "ppo_loss(" in text else "forward" if "agent." in text else "update_other"
+        elif line == loops["iteration"].lineno:  # advancing run.iterations(): the plumbing between two iterations
             parts[line] = "logging"
         elif not inside(loops["iteration"], line):
             parts[line] = "start-up" if line < loops["iteration"].lineno else "end"
@@ -95,7 +99,8 @@ def line_parts(source):
 
 def tally(raw_lines, script, parts):
     """Samples per part, from py-spy's raw output (one stack per line: "frame;frame;... count", each frame
-    "function (file:line)"). Only the main thread's stacks count: those whose first frame is the script's module."""
+    "function (file:line)"). Only the main thread's stacks count: those whose first frame is the script's module.
+    A sample counts for the line of the innermost frame of main() or of the minibatch_loss it defines."""
     counts = Counter()
     frame = re.compile(r"^(.*) \((.*):(\d+)\)$")
     for raw in raw_lines:
@@ -103,8 +108,8 @@ def tally(raw_lines, script, parts):
         frames = [frame.match(f) for f in stack.split(";")]
         if not frames or not frames[0] or Path(frames[0][2]).name != script or frames[0][1] != "<module>":
             continue
-        in_main = [f for f in frames[1:] if f and f[1] == "main" and Path(f[2]).name == script]
-        counts[parts.get(int(in_main[0][3]), "start-up") if in_main else "start-up"] += int(count)
+        in_main = [f for f in frames[1:] if f and f[1] in ("main", "minibatch_loss") and Path(f[2]).name == script]
+        counts[parts.get(int(in_main[-1][3]), "start-up") if in_main else "start-up"] += int(count)
     return counts
 
 

@@ -1202,8 +1202,10 @@ def test_breakdown_finds_every_part_of_an_iteration_in_main(script):
     assert part_of("global_step += args.num_envs", loop) == "storage"
     assert part_of("loss.backward()") == "backward" and part_of("optimizer.step()") == "adam"
     assert part_of("clip_grad_norm_(") == "clip" and part_of("optimizer.zero_grad()") == "update_other"
-    call = next(n for n in sorted(parts) if "ppo_loss(" in lines[n - 1])
-    assert parts[call] == parts[call + 1] == "loss"  # the call's argument lines too
+    loss = next(n for n in sorted(parts) if "return ppo_loss(" in lines[n - 1])  # in main's minibatch_loss
+    assert parts[loss] == "loss" and parts[loss - 1] == "forward"  # the line before: the agent on the mini-batch
+    call = next(n for n in sorted(parts) if "= minibatch_loss(" in lines[n - 1])  # in the epoch loop
+    assert parts[call] == parts[call + 1] == "update_other"  # the call and its arguments: indexing
     assert part_of("compute_gae(") == "gae" and part_of('"losses/explained_variance"') == "logging"
     assert part_of("for iteration in run.iterations()") == "logging"
     assert part_of("envs.reset(") == "start-up"
@@ -1218,13 +1220,18 @@ def test_breakdown_counts_the_main_threads_samples_by_part():
     lines = source.splitlines()
     step = next(n for n in sorted(parts) if "envs.step(action" in lines[n - 1])
     backward = next(n for n in sorted(parts) if "loss.backward()" in lines[n - 1])
+    call = next(n for n in sorted(parts) if "= minibatch_loss(" in lines[n - 1])
+    loss = next(n for n in sorted(parts) if "return ppo_loss(" in lines[n - 1])
     raw = [f"<module> (/a/ppo.py:700);main (/a/ppo.py:{step});SyncVectorEnv.step (gymnasium/sync.py:3) 7",
+           f"<module> (/a/ppo.py:700);main (/a/ppo.py:{call});minibatch_loss (/a/ppo.py:{loss});ppo_loss (/a/ppo.py:9) 6",
+           f"<module> (/a/ppo.py:700);main (/a/ppo.py:{call}) 1",  # indexing the mini-batch's arguments
            f"<module> (/a/ppo.py:700);main (/a/ppo.py:{backward});backward (torch/_tensor.py:5) 5",
            f"<module> (/a/ppo.py:700);main (/a/ppo.py:{backward}) 2",
            "<module> (/a/ppo.py:20);_find_and_load (<frozen importlib._bootstrap>:1176) 4",  # an import
            "run (threading.py:975);_worker (tensorboard/writer.py:9) 50",  # another thread: not counted
            f"<module> (/a/other.py:1);main (/a/ppo.py:{step}) 3"]  # another script's module: not counted
-    assert breakdown.tally(raw, "ppo.py", parts) == {"env": 7, "backward": 7, "start-up": 4}
+    assert breakdown.tally(raw, "ppo.py", parts) == {"env": 7, "backward": 7, "loss": 6, "update_other": 1,
+                                                     "start-up": 4}
 
 
 def test_peers_patches_each_cleanrl_script_or_refuses_one_they_do_not_fit(tmp_path):

@@ -249,6 +249,11 @@ def test_track_without_a_server_falls_back_to_offline(tmp_path):
     assert list(offline_run.glob("*.wandb"))
 
 
+def test_track_with_a_wandb_init_timeout_that_is_no_number(tmp_path):
+    env = test_env(WANDB_MODE="online", WANDB_INIT_TIMEOUT="soon")
+    assert_usage_error(run_script("ppo.py", *TINY, "--track", cwd=tmp_path, env=env), "WANDB_INIT_TIMEOUT=soon")
+
+
 def test_capture_video(tmp_path):
     assert_ok(run_script("ppo.py", *TINY, "--capture-video", cwd=tmp_path))
     videos = list((tmp_path / "videos").rglob("*.mp4"))

@@ -375,28 +375,50 @@ def test_optimizer_settings_and_step_count(tiny_run, script):
         assert float(state["step"]) == steps
 
 
-@pytest.mark.parametrize("script,backend", [(script, "aot_eager") for script in SCRIPTS] + [("ppo.py", "inductor")])
-def test_compile_computes_what_the_default_computes(tiny_run, tmp_path, script, backend):
-    """--compile traces each mini-batch's forward pass and loss into one graph (in ppo_atari_lstm.py, graphs around
-    its nn.LSTM, which dynamo leaves to eager code) that computes what the default run does: from the same seed, the
-    tiny run's logged losses of both updates and its final weights agree with the uncompiled run's, to float rounding.
-    Every script with the aot_eager backend (dynamo's tracing, no code generation: seconds); ppo.py also with
-    inductor, the backend that --compile uses (its C++ build takes a while)."""
+def train_compiled(script, cwd, backend, **overrides):
+    """Train `script` in-process for TINY (with overrides) with --compile, torch.compile's backend replaced by one
+    that records each graph dynamo hands it and then compiles it with `backend`; returns the graphs, dynamo's graph
+    breaks and the saved model's path."""
     from torch._dynamo.utils import counters
 
-    eager, module = tiny_run(script), load_needed(script)
+    module, graphs = load_needed(script), []
+
+    def recording(graph, example_inputs):
+        graphs.append(graph)
+        return torch._dynamo.lookup_backend(backend)(graph, example_inputs)
+
     torch._dynamo.reset()
     counters.clear()
     with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(tmp_path)
-        mp.setattr(torch, "compile", functools.partial(torch.compile, backend=backend))
-        module.main(module.Args(**{**TINY, "save_model": True, "compile": True, **threads(module)}))
-    assert counters["stats"]["unique_graphs"] >= 1  # it did compile
+        mp.chdir(cwd)
+        mp.setattr(torch, "compile", functools.partial(torch.compile, backend=recording))
+        module.main(module.Args(**{**TINY, "save_model": True, "compile": True, **threads(module), **overrides}))
+    (model,) = (cwd / "runs").rglob("*.pt")
+    return graphs, dict(counters["graph_break"]), model
+
+
+def calls(graph, name):
+    """Whether an FX graph calls a function or method whose name holds `name` (linear, conv2d, clamp)."""
+    return any(name in str(node.target) for node in graph.graph.nodes if node.op.startswith("call_"))
+
+
+@pytest.mark.parametrize("script,backend", [(script, "aot_eager") for script in SCRIPTS] + [("ppo.py", "inductor")])
+def test_compile_computes_what_the_default_computes(tiny_run, tmp_path, script, backend):
+    """--compile hands each mini-batch's forward pass and loss to torch.compile as one graph, which computes what the
+    default run does: from the same seed, the tiny run's logged losses of both updates and its final weights agree
+    with the uncompiled run's, to float rounding. In ppo_atari_lstm.py dynamo stops at the nn.LSTM in get_states's
+    loop and leaves that method (the CNN too) to eager code: its graphs hold the heads and the loss. Every script
+    with the aot_eager backend (dynamo's tracing, no code generation: seconds); ppo.py also with inductor, the
+    backend that --compile uses (its C++ build takes a while)."""
+    eager = tiny_run(script)
+    graphs, breaks, model = train_compiled(script, tmp_path, backend)
     if script == "ppo_atari_lstm.py":
-        assert all("LSTM" in reason for reason in counters["graph_break"])
-    else:
-        assert not counters["graph_break"]  # one graph: the forward pass and the loss, no Python in between
-    (model,) = (tmp_path / "runs").rglob("*.pt")
+        assert breaks and all("LSTM" in reason for reason in breaks)
+        assert any(calls(g, "linear") for g in graphs) and any(calls(g, "clamp") for g in graphs)
+    else:  # one graph: the forward pass (its linear layers, and convolutions in the CNN scripts) and the loss
+        assert not breaks and len(graphs) == 1
+        assert calls(graphs[0], "linear") and calls(graphs[0], "clamp")
+        assert calls(graphs[0], "conv2d") == ("atari" in script or "procgen" in script)
     scalars = read_scalars(model.parent)
     for name in STATS + ["explained_variance"]:
         np.testing.assert_allclose([v for _, v in scalars[f"losses/{name}"]],
@@ -406,3 +428,19 @@ def test_compile_computes_what_the_default_computes(tiny_run, tmp_path, script, 
     for key in theirs:
         torch.testing.assert_close(ours[key], theirs[key], rtol=1e-5, atol=1e-6)
     assert any(not torch.equal(eager.initial[0][k].cpu(), theirs[k]) for k in theirs)  # the update moved the weights
+
+
+def test_compile_with_anneal_clip_compiles_once(tmp_path):
+    """[X1] --anneal-clip's clip range changes every iteration: with --compile it goes in as a tensor, since dynamo
+    compiles a graph anew for each value of a float handed to torch.clamp (and after 8, runs eager code). One graph
+    for three iterations, the same losses as without --compile."""
+    (tmp_path / "compiled").mkdir(), (tmp_path / "eager").mkdir()
+    graphs, breaks, model = train_compiled("ppo.py", tmp_path / "compiled", "aot_eager", anneal_clip=True,
+                                           total_timesteps=48)
+    assert not breaks and len(graphs) == 1
+    eager = train("ppo.py", tmp_path / "eager", anneal_clip=True, total_timesteps=48)
+    assert [call["coefs"][0] for call in eager.calls[::4]] == pytest.approx([0.15, 0.1, 0.05])  # annealed
+    scalars = read_scalars(model.parent)
+    for name in STATS:
+        np.testing.assert_allclose([v for _, v in scalars[f"losses/{name}"]],
+                                   [v for _, v in eager.scalars[f"losses/{name}"]], rtol=1e-5, atol=1e-6, err_msg=name)
