@@ -6,7 +6,8 @@
 
 A run is what was run: its script and every resolved setting (from the run folder's args.json, else from the
 hyperparameters text the scripts log), env id and seed. Runs with the same script and settings but the seed form an
-arm; runs that differ in any setting are different arms. An arm is labelled by its script and the settings in which
+arm; runs that differ in any setting are different arms (not counted as settings: --resume, and a flag that some runs
+of the script do not record, added after they were made). An arm is labelled by its script and the settings in which
 it differs from the other arms of that script (`ppo.py learning_rate=0.001`). Per run: the mean of its last --last
 charts/episodic_return values (fewer when fewer exist: the table says so), its final charts/SPS, and its training
 time. Per arm: mean and std of these over seeds. A run that stopped before 95% of its total timesteps (and did not
@@ -119,8 +120,9 @@ def read_run(path, name):
         "versions": library_versions(versions),
     }
     run["script"] = params.pop("script", f"{run['exp_name']}.py")  # runs without args.json: exp_name is the script's
-    # the settings that make the arm: all but the seed (and the env id, which the table shows by itself)
-    run["settings"] = {k: v for k, v in params.items() if k not in ("seed", "env_id")}
+    # the settings that make the arm: all but the seed (the env id, which the table shows by itself, and the checkpoint
+    # that the run's last part continued from)
+    run["settings"] = {k: v for k, v in params.items() if k not in ("seed", "env_id", "resume")}
     run["settings"].setdefault("exp_name", run["exp_name"])
     run["settings"].setdefault("total_timesteps", str(run["total_timesteps"]))
     return run
@@ -226,6 +228,16 @@ def read_sweep(folders):
 
 def arm_key(run):
     return run["script"], tuple(sorted(run["settings"].items()))
+
+
+def drop_unrecorded_settings(runs):
+    """Per script, leaves out of every run's settings those that some of its runs do not record: a flag added to the
+    script after those runs were made, which cannot tell their arms apart."""
+    for script in {run["script"] for run in runs}:
+        some = [run["settings"] for run in runs if run["script"] == script]
+        for key in set().union(*some) - set.intersection(*map(set, some)):
+            for settings in some:
+                settings.pop(key, None)
 
 
 def group_runs(runs):
@@ -857,6 +869,7 @@ def main(argv=None):
         runs.append(run)
     if not runs and not sweep:
         return fail(f"none of the {len(folders)} run folders under {args.runs} has scalars")
+    drop_unrecorded_settings(runs)
     groups, left_out = group_runs(runs)
     report = Report(groups, left_out, sweep, runs)
     ref_rows = read_reference(args.reference or HERE / "reference.csv")

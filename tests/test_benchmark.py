@@ -713,6 +713,23 @@ def test_runs_with_and_without_args_json_of_the_same_settings_are_one_arm(tmp_pa
     assert (env_id, arm, seeds, ret) == ("CartPole-v1", "ppo.py", "2 (1,2)", "200.00 ± 100.00 (last 3 ep.)")
 
 
+def test_resume_and_a_flag_older_runs_do_not_record_make_no_arm(tmp_path):
+    """Seed 1 ran before the script had --compile (its args.json lacks it), seed 2 was continued with --resume: with
+    seed 3 they form one arm; a setting that differs (the learning rate) still makes another."""
+    runs = tmp_path / "runs"
+    args = {"script": "ppo.py", "learning_rate": "0.00025", "compile": False}
+    for seed, extra in ((1, {"compile": None}), (2, {"resume": "runs/x/ppo.pt"}), (3, {})):
+        settings = {k: v for k, v in {**args, **extra}.items() if v is not None}
+        write_run(runs, "CartPole-v1", "ppo", seed, 2000, 1000, [100.0 * seed] * 3, (1.0, 2.0), 1.0, args=settings)
+    write_run(runs, "CartPole-v1", "ppo", 1, "2000-2", 1000, [500.0] * 3, (1.0, 2.0), 1.0,
+              args={**args, "learning_rate": "0.001"})
+    proc = run_report(tmp_path, "--runs", runs)
+    assert_ok(proc)
+    assert [(cells[1], cells[3], cells[4]) for cells in main_table(proc.stdout)] == [
+        ("ppo.py learning_rate=0.00025", "3 (1,2,3)", f"200.00 ± {np.std([100, 200, 300]):.2f} (last 3 ep.)"),
+        ("ppo.py learning_rate=0.001", "1 (1)", "500.00 (last 3 ep.)")]
+
+
 def test_report_compares_two_arms_with_the_same_seeds(tmp_path):
     """Two learning rates of ppo.py, seeds 1-3 each, in two envs, the runs written with args.json: one row per arm
     with its label and its mean; the reference figures on the default arm only; the difference with the report's
