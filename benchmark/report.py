@@ -55,6 +55,9 @@ from common import Parser, safe
 
 HERE = Path(__file__).resolve().parent
 CURVE_POINTS = 200  # points of the common step grid the seeds' learning curves are interpolated onto
+# scripts whose charts/episodic_return holds only some of a run's games (only rank 0 logs): their plot lines and
+# threshold rows say so
+SOME_GAMES = {"ppo_atari_multigpu.py": "rank 0's games only"}
 
 
 def find_runs(root):
@@ -512,7 +515,8 @@ def plot_runs(runs, labels, path, last, thresholds):
     for run in runs:
         steps, curve = learning_curve(run, last)
         times = episode_times(run) / (3600 if hours else 60)
-        label = f"{run['env_id']} seed {run['seed']}: {labels.get(id(run), run['script'])}{unfinished(run)}"
+        arm = labels.get(id(run), run["script"])
+        label = f"{run['env_id']} seed {run['seed']}: {arm}{some_games(run)}{unfinished(run)}"
         line, = by_steps.plot(steps, curve, linewidth=1, label=label)
         by_time.plot(times, curve, linewidth=1, color=line.get_color())
     for ax in (by_steps, by_time):
@@ -542,6 +546,11 @@ def unfinished(run):
     return "" if run["summary"]["complete"] else f" (unfinished at step {run['last_step']:,})"
 
 
+def some_games(run):
+    """' (rank 0's games only)' for a run whose returns come from some of its envs (SOME_GAMES), else ''."""
+    return f" ({SOME_GAMES[run['script']]})" if run["script"] in SOME_GAMES else ""
+
+
 def threshold_lines(runs, labels, args, image_link):
     """The section of --thresholds: per run the step and training time to each threshold, its training time, parts
     and median SPS; the plot of every run against steps and training time."""
@@ -562,7 +571,8 @@ def threshold_lines(runs, labels, args, image_link):
         cells = [f"{hit[0]:,} | {fmt_hms(hit[1])}" if hit else "— | —" for hit in reached]
         spans = run["spans"]
         paused = (max(b for _, b in spans) - min(a for a, _ in spans) - run["summary"]["wall"]) if spans else math.nan
-        lines.append(f"| {run['name']}{unfinished(run)} | {labels.get(id(run), run['script'])} | {run['seed']} | " +
+        lines.append(f"| {run['name']}{unfinished(run)} | {labels.get(id(run), run['script'])}{some_games(run)} "
+                     f"| {run['seed']} | " +
                      " | ".join(cells) +
                      f" | {fmt_hms(run['summary']['wall'])} | {len(spans)} ({fmt_hms(paused)}) "
                      f"| {fmt_num(run['summary']['sps_median'], 0)} |")

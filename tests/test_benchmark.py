@@ -935,6 +935,27 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
     assert (tmp_path / "pong" / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_report_thresholds_say_that_a_torchrun_run_shows_rank_0s_games_only(tmp_path):
+    """ppo_atari_multigpu.py logs the games of rank 0's envs only: its row of the thresholds table says so (returns
+    -21 18 19 18 18, --last 4: 18.25 at step 500); a single-process run's row beside it does not."""
+    runs = tmp_path / "runs"
+    for script, seed in (("ppo_atari_multigpu.py", 1), ("ppo_atari.py", 2)):
+        folder = runs / f"PongNoFrameskip-v4__{script[:-3]}__{seed}__1000"
+        folder.mkdir(parents=True)
+        (folder / "args.json").write_text(json.dumps({
+            "script": script, "exp_name": script[:-3], "env_id": "PongNoFrameskip-v4", "seed": seed,
+            "total_timesteps": 500}))
+        returns = [-21, 18, 19, 18, 18]
+        log_part(folder, [("episodic_return", 100 * i, r, 1000 + 10 * i) for i, r in enumerate(returns, 1)] +
+                 [("SPS", 500, 30, 1060)])
+    proc = run_report(tmp_path, "--runs", runs, "--last", 4, "--thresholds", 18, "--out", tmp_path / "pong")
+    assert_ok(proc)
+    part = (tmp_path / "pong.md").read_text().split("## Time to thresholds")[1]
+    assert table_row(part, "PongNoFrameskip-v4__ppo_atari_multigpu__1__1000")[1:4] == [
+        "ppo_atari_multigpu.py (rank 0's games only)", "1", "500"]
+    assert table_row(part, "PongNoFrameskip-v4__ppo_atari__2__1000")[1:4] == ["ppo_atari.py", "2", "500"]
+
+
 def test_the_committed_pong_report_regenerates_from_the_committed_event_files(tmp_path):
     """benchmark/results/pong.md is made from the event files, args.json and state files committed beside it (a fresh
     checkout has nothing else): made again from them, its tables from 'Time to thresholds' on are the same, row for
