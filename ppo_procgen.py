@@ -824,7 +824,9 @@ class Run:
         return clean  # the stop is handled: no traceback; an error goes on with its own
 
     def fail(self, message, code=2):  # one line on stderr, exit code 2, like argparse; what the run made goes again
-        if self.rank == 0 and message:
+        if self.rank != 0 and message:  # torchrun stops every rank once one exits: a pause, so that rank 0 says the
+            time.sleep(5)  # errors all ranks meet (once); an error of this rank alone comes after it
+        if message:
             print(f"{self.script}: error: {message}", file=sys.stderr)
         if self.made:  # the new run's folder: args.json and logs of a run that trained nothing
             shutil.rmtree(self.made, ignore_errors=True)

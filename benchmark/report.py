@@ -207,9 +207,10 @@ def summarize_run(run, last):
 
 def read_sweep(folders):
     """The state files that benchmark/run.py wrote in these --out folders: one per run asked for (its command words,
-    env id and seed), the done one first when there are several. A file that is not a state file is skipped with a
-    one-line warning."""
-    best = {}
+    env id and seed), the done one first when there are several; its "attempts" are all of them (a run started again
+    from 0 on a machine without its checkpoint is one more, with a run folder of its own). A file that is not a state
+    file is skipped with a one-line warning."""
+    best, attempts = {}, {}
     rank = {"done": 0, "failed": 1, "interrupted": 2, "running": 3, "pending": 4}
     for folder in folders:
         for path in sorted(Path(folder).glob("*.json")):
@@ -222,11 +223,20 @@ def read_sweep(folders):
                       f"({type(e).__name__}: {str(e)[:80]})", file=sys.stderr)
                 continue
             state["file"] = path
+            attempts.setdefault(ident, []).append(state)
             old = best.get(ident)
             if old is None or (rank.get(state.get("status"), 9), -state.get("ended", 0)) < \
                     (rank.get(old.get("status"), 9), -old.get("ended", 0)):
                 best[ident] = state
+    for ident, state in best.items():
+        state["attempts"] = attempts[ident]
     return best
+
+
+def recorded_runs(sweep):
+    """{run folder: the state of the attempt that recorded it} over every attempt of the sweep's runs."""
+    return {name: attempt for state in sweep.values() for attempt in state["attempts"]
+            for name in attempt.get("run_names", [])}
 
 
 def arm_key(run):
@@ -623,7 +633,7 @@ class Report:
         self.labels = {id(run): label for _, label, _, runs in self.groups for run in runs}  # each run's arm
         self.left_out = left_out
         self.sweep = sweep or {}
-        self.by_name = {name: state for state in self.sweep.values() for name in state.get("run_names", [])}
+        self.by_name = recorded_runs(self.sweep)
         # runs stopped before their budget and target: --thresholds shows the part done
         self.unfinished = [run for run, why in left_out if why == "incomplete"]
         self.read = {run["name"] for run in runs}
@@ -863,7 +873,7 @@ def main(argv=None):
     if args.sweep is not None:
         sweep = read_sweep(args.sweep)
         # the folders of unfinished runs too: they are left out of the table, but --thresholds reports the part done
-        names = {name for state in sweep.values() for name in state.get("run_names", [])}
+        names = recorded_runs(sweep)
         recorded = len(names)
         folders = [(p, name) for p, name in folders if name in names]
         if recorded and not folders:

@@ -907,31 +907,39 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
     """A long run stopped (interrupted) before its budget and its target: --sweep --thresholds still reads its folder
     and shows it, marked unfinished at its last logged step (640), with the step and time at which it reached 18
     (returns -21 18 19 18 18 20, --last 4: 18.25 at the 5th episode, step 500, 40 s in), its machine, and no row in
-    the main table (incomplete)."""
+    the main table (incomplete). The same run started again from 0 (its checkpoint lost with its machine), recorded
+    by a state file of its own in another folder, is shown beside it with its own machine: returns -21 -21 18 18 18
+    18 reach 18 at the 6th episode (step 300, 50 s in), unfinished at step 320."""
     runs = tmp_path / "runs"
-    folder = runs / "Pong-v5__ppo_atari_envpool__1__1000"
-    folder.mkdir(parents=True)
-    (folder / "args.json").write_text(json.dumps({
-        "script": "ppo_atari_envpool.py", "exp_name": "ppo_atari_envpool", "env_id": "Pong-v5", "seed": 1,
-        "total_timesteps": 10_000_000, "target_return": 20.0}))
+    folder, again = runs / "Pong-v5__ppo_atari_envpool__1__1000", runs / "Pong-v5__ppo_atari_envpool__1__9000"
+    for run_folder in (folder, again):
+        run_folder.mkdir(parents=True)
+        (run_folder / "args.json").write_text(json.dumps({
+            "script": "ppo_atari_envpool.py", "exp_name": "ppo_atari_envpool", "env_id": "Pong-v5", "seed": 1,
+            "total_timesteps": 10_000_000, "target_return": 20.0}))
     log_part(folder, [("episodic_return", 100, -21, 1000), ("episodic_return", 200, 18, 1010), ("SPS", 250, 30, 1015),
                       ("episodic_return", 300, 19, 1020), ("episodic_return", 400, 18, 1030),
                       ("episodic_return", 500, 18, 1040), ("episodic_return", 600, 20, 1050), ("SPS", 640, 32, 1060)])
-    sweep = tmp_path / "state"
-    sweep.mkdir()
-    (sweep / "a.json").write_text(state("interrupted", 1, [folder.name], "python ppo_atari_envpool.py", "Pong-v5",
-                                        cpu_model="AMD EPYC", cores=2, threads=2,
-                                        load_1min={"mean": 1.5, "max": 2.0, "samples": 3}))
-    proc = run_report(tmp_path, "--runs", runs, "--last", 4, "--sweep", sweep, "--thresholds", 18, 20,
-                      "--out", tmp_path / "pong")
+    log_part(again, [("episodic_return", 50 * i, r, 9000 + 10 * i) for i, r in enumerate([-21, -21, 18, 18, 18, 18], 1)]
+             + [("SPS", 320, 20, 9070)])
+    for name, run_folder, load in (("state", folder, 1.5), ("state_again", again, 0.5)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.json").write_text(state(
+            "interrupted", 1, [run_folder.name], "python ppo_atari_envpool.py", "Pong-v5", cpu_model="AMD EPYC",
+            cores=2, threads=2, load_1min={"mean": load, "max": 2.0, "samples": 3}, ended=load))
+    proc = run_report(tmp_path, "--runs", runs, "--last", 4, "--sweep", tmp_path / "state", tmp_path / "state_again",
+                      "--thresholds", 18, 20, "--out", tmp_path / "pong")
     assert_ok(proc)
     text = (tmp_path / "pong.md").read_text()
-    assert "| (no complete run) |" in text and "not finished (interrupted)" in text
+    assert "| (no complete run) |" in text and text.count("not finished (interrupted)") == 1  # one run asked for
     part = text[text.index("## Time to thresholds"):]
     assert table_row(part, f"{folder.name} (unfinished at step 640)")[1:] == [
         "ppo_atari_envpool.py", "1", "500", "0:00:40", "—", "—", "0:01:00", "1 (0:00:00)", "31"]
+    assert table_row(part, f"{again.name} (unfinished at step 320)")[1:] == [
+        "ppo_atari_envpool.py", "1", "300", "0:00:50", "—", "—", "0:01:00", "1 (0:00:00)", "20"]
     machines = text[text.index("## Commands and machines"):]
     assert table_row(machines, folder.name)[3:] == ["AMD EPYC", "2", "2", "1.50 / 2.00 (3)"]
+    assert table_row(machines, again.name)[3:] == ["AMD EPYC", "2", "2", "0.50 / 2.00 (3)"]
     assert (tmp_path / "pong" / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

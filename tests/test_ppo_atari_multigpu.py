@@ -202,10 +202,24 @@ def script_lines(stderr):
 def test_world_size_that_does_not_divide_num_envs_is_one_line_error(tmp_path):
     proc = torchrun(REPO / SCRIPT, "--num-envs", "3", cwd=tmp_path)
     assert proc.returncode != 0  # torchrun's own code for a failed rank
-    # rank 0 alone says what is wrong (every rank exits with code 2), and none of them prints a traceback
+    # rank 0 alone says what is wrong (exit code 2; rank 1, pausing before it exits, is stopped by torchrun), and
+    # none of them prints a traceback
     assert script_lines(proc.stderr) == [f"{SCRIPT}: error: --num-envs 3 does not split evenly over 2 processes "
                                          f"(torchrun's --nproc_per_node x --nnodes): use a multiple of 2"]
     assert "exitcode  : 2" in proc.stderr and f'{SCRIPT}", line' not in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_error_of_another_rank_is_said_after_a_pause(tmp_path, monkeypatch, capsys):
+    # torchrun stops every rank as soon as one exits: rank 1 waits so that rank 0 says an error all ranks meet first
+    # (it stopped rank 0 before its line when rank 1 exited first), then says it too, for an error of its own
+    monkeypatch.chdir(tmp_path)
+    pauses = []
+    monkeypatch.setattr(mg.time, "sleep", pauses.append)
+    with pytest.raises(SystemExit) as exit_info:
+        mg.Run(mg.tyro.cli(mg.Args, args=[*TINY, "--gamma", "2"]), rank=1)
+    assert exit_info.value.code == 2 and pauses == [5]
+    assert capsys.readouterr().err == f"{SCRIPT}: error: --gamma must be in [0, 1], got 2.0\n"
     assert not (tmp_path / "runs").exists()
 
 
