@@ -552,8 +552,8 @@ def fmt_hms(seconds):
 
 
 def unfinished(run):
-    """' (unfinished at step N)' for a run stopped before its budget and its target, else ''."""
-    return "" if run["summary"]["complete"] else f" (unfinished at step {run['last_step']:,})"
+    """' (unfinished, logged to step N)', N its last logged step, for a run stopped before its budget and its target."""
+    return "" if run["summary"]["complete"] else f" (unfinished, logged to step {run['last_step']:,})"
 
 
 def some_games(run):

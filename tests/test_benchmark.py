@@ -909,7 +909,7 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
     (returns -21 18 19 18 18 20, --last 4: 18.25 at the 5th episode, step 500, 40 s in), its machine, and no row in
     the main table (incomplete). The same run started again from 0 (its checkpoint lost with its machine), recorded
     by a state file of its own in another folder, is shown beside it with its own machine: returns -21 -21 18 18 18
-    18 reach 18 at the 6th episode (step 300, 50 s in), unfinished at step 320."""
+    18 reach 18 at the 6th episode (step 300, 50 s in), unfinished, logged to step 320."""
     runs = tmp_path / "runs"
     folder, again = runs / "Pong-v5__ppo_atari_envpool__1__1000", runs / "Pong-v5__ppo_atari_envpool__1__9000"
     for run_folder in (folder, again):
@@ -933,9 +933,9 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
     text = (tmp_path / "pong.md").read_text()
     assert "| (no complete run) |" in text and text.count("not finished (interrupted)") == 1  # one run asked for
     part = text[text.index("## Time to thresholds"):]
-    assert table_row(part, f"{folder.name} (unfinished at step 640)")[1:] == [
+    assert table_row(part, f"{folder.name} (unfinished, logged to step 640)")[1:] == [
         "ppo_atari_envpool.py", "1", "500", "0:00:40", "—", "—", "0:01:00", "1 (0:00:00)", "31"]
-    assert table_row(part, f"{again.name} (unfinished at step 320)")[1:] == [
+    assert table_row(part, f"{again.name} (unfinished, logged to step 320)")[1:] == [
         "ppo_atari_envpool.py", "1", "300", "0:00:50", "—", "—", "0:01:00", "1 (0:00:00)", "20"]
     machines = text[text.index("## Commands and machines"):]
     assert table_row(machines, folder.name)[3:] == ["AMD EPYC", "2", "2", "1.50 / 2.00 (3)"]
