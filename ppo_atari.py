@@ -435,19 +435,22 @@ def main(args: Args) -> None:
     if args.compile:  # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
         minibatch_loss = torch.compile(minibatch_loss)
 
-    # rollout storage: (num_steps, num_envs, ...)
+    # rollout storage: (num_steps, num_envs, ...). What the envs take and give is kept in numpy arrays, written per
+    # step (a numpy write costs a fraction of a torch op: docs/speed.md), and made tensors once per segment
     # [A9] frames stay uint8: a quarter of float32's memory, cheaper copies to a GPU
-    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
-    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    obs = np.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=np.uint8)
+    actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
+    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)  # what the network gives stays in tensors
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+
+    def to_torch(array, dtype=torch.float32):  # a tensor on the run's device; on a CPU no copy if the dtype matches
+        return torch.as_tensor(array, dtype=dtype, device=device)
 
     global_step = run.start_iteration * args.batch_size
     next_obs, _ = envs.reset(seed=run.seed)
-    next_obs = torch.as_tensor(next_obs, device=device)
-    next_done = torch.zeros(args.num_envs).to(device)  # [C1] next_obs and next_done carry across rollouts
+    next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
     with run:  # Ctrl-C or SIGTERM ends the loop at an iteration boundary; then the last save, the logs closed
         for iteration in run.iterations():  # between two: the progress line, checkpoints (--checkpoint-every)
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
@@ -466,22 +469,20 @@ def main(args: Args) -> None:
 
                 with torch.inference_mode():  # like no_grad, with less bookkeeping per op
                     # [A8] unlike ppo.py, per step: the trunk is shared, so the value comes with the action for free
-                    action, logprob, _, value = agent.get_action_and_value(next_obs)
+                    action, logprob, _, value = agent.get_action_and_value(to_torch(next_obs, torch.uint8))
                     values[step] = value.flatten()
-                actions[step] = action
+                actions[step] = action = action.cpu().numpy()
                 logprobs[step] = logprob
 
-                next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                next_obs, reward, terminations, truncations, infos = envs.step(action)
                 next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
-                rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
-                next_obs = torch.as_tensor(next_obs, device=device)
-                next_done = torch.as_tensor(next_done, dtype=torch.float32, device=device)
+                rewards[step] = reward
                 truncated = np.flatnonzero(truncations & ~terminations) if args.bootstrap_truncated else []
                 if len(truncated):  # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
                     final_obs = np.stack(infos["final_obs"][truncated])  # as the env returned it, before its reset
-                    final_obs = torch.as_tensor(final_obs, device=device)
                     with torch.inference_mode():  # one batched call for the envs that truncated at this step
-                        rewards[step, truncated] += args.gamma * agent.get_value(final_obs).flatten()
+                        final_value = agent.get_value(to_torch(final_obs, torch.uint8)).flatten().cpu().numpy()
+                    rewards[step, truncated] += args.gamma * final_value
 
                 if "final_info" in infos and "episode" in infos["final_info"]:  # [A3] only whole games carry statistics
                     episode = infos["final_info"]["episode"]
@@ -491,14 +492,14 @@ def main(args: Args) -> None:
                         run.recent_returns.append(float(episode["r"][i]))  # the progress line, --target-return
 
             with torch.no_grad():
-                next_value = agent.get_value(next_obs).reshape(1, -1)[0]
-                advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma,
-                                                  args.gae_lambda)
+                next_value = agent.get_value(to_torch(next_obs, torch.uint8)).reshape(1, -1)[0]
+                advantages, returns = compute_gae(to_torch(rewards), values, to_torch(dones), next_value,
+                                                  to_torch(next_done), args.gamma, args.gae_lambda)
 
             # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
-            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+            b_obs = to_torch(obs, torch.uint8).reshape((-1,) + envs.single_observation_space.shape)
             b_logprobs = logprobs.reshape(-1)
-            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+            b_actions = to_torch(actions, torch.long).reshape((-1,) + envs.single_action_space.shape)
             b_advantages = advantages.reshape(-1)
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)
@@ -511,7 +512,7 @@ def main(args: Args) -> None:
                     mb_inds = b_inds[start : start + args.minibatch_size]
 
                     loss, stats = minibatch_loss(
-                        (b_obs[mb_inds], b_actions.long()[mb_inds]),  # the agent's inputs
+                        (b_obs[mb_inds], b_actions[mb_inds]),  # the agent's inputs
                         b_logprobs[mb_inds], b_values[mb_inds], b_advantages[mb_inds], b_returns[mb_inds],
                         clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef,
                     )

@@ -471,19 +471,22 @@ def main(args: Args) -> None:
     if args.compile:  # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
         minibatch_loss = torch.compile(minibatch_loss)
 
-    # rollout storage: (num_steps, num_envs, ...)
+    # rollout storage: (num_steps, num_envs, ...). What the envs take and give is kept in numpy arrays, written per
+    # step (a numpy write costs a fraction of a torch op: docs/speed.md), and made tensors once per segment
     # [A9] frames stay uint8: a quarter of float32's memory, cheaper copies to a GPU
-    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
-    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    obs = np.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=np.uint8)
+    actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
+    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)  # what the network gives stays in tensors
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+
+    def to_torch(array, dtype=torch.float32):  # a tensor on the run's device; on a CPU no copy if the dtype matches
+        return torch.as_tensor(array, dtype=dtype, device=device)
 
     global_step = run.start_iteration * args.batch_size
     next_obs, _ = envs.reset(seed=run.seed)
-    next_obs = torch.as_tensor(next_obs, device=device)
-    next_done = torch.zeros(args.num_envs).to(device)  # [C1] next_obs and next_done carry across rollouts
+    next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
     next_lstm_state = agent.initial_state(args.num_envs)  # [L2] and so does the LSTM state
     with run:  # Ctrl-C or SIGTERM ends the loop at an iteration boundary; then the last save, the logs closed
         for iteration in run.iterations():  # between two: the progress line, checkpoints (--checkpoint-every)
@@ -506,28 +509,27 @@ def main(args: Args) -> None:
                 with torch.inference_mode():  # like no_grad, with less bookkeeping per op
                     # [A8] unlike ppo.py, per step: the trunk is shared, so the value comes with the action for free
                     action, logprob, _, value, next_lstm_state = agent.get_action_and_value(
-                        next_obs, next_lstm_state, next_done
+                        to_torch(next_obs, torch.uint8), next_lstm_state, to_torch(next_done)
                     )
                     values[step] = value.flatten()
-                actions[step] = action
+                actions[step] = action = action.cpu().numpy()
                 logprobs[step] = logprob
 
-                next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                next_obs, reward, terminations, truncations, infos = envs.step(action)
                 next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
-                rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
-                next_obs = torch.as_tensor(next_obs, device=device)
-                next_done = torch.as_tensor(next_done, dtype=torch.float32, device=device)
+                rewards[step] = reward
                 truncated = np.flatnonzero(truncations & ~terminations) if args.bootstrap_truncated else []
                 if len(truncated):  # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
                     final_obs = np.stack(infos["final_obs"][truncated])  # as the env returned it, before its reset
-                    final_obs = torch.as_tensor(final_obs, device=device)
                     with torch.inference_mode():  # one batched call for the envs that truncated at this step
                         # from each env's LSTM state after this step's forward pass, before [L3] zeroes it for the
                         # next episode: the final obs continues the episode, so V sees it as that sequence's next step
                         h, c = next_lstm_state
                         not_new = torch.zeros(len(truncated), device=device)  # done = 0: no reset before the final obs
-                        value = agent.get_value(final_obs, (h[:, truncated], c[:, truncated]), not_new)
-                        rewards[step, truncated] += args.gamma * value.flatten()
+                        state = (h[:, truncated], c[:, truncated])
+                        final_value = agent.get_value(to_torch(final_obs, torch.uint8), state, not_new)
+                        final_value = final_value.flatten().cpu().numpy()
+                    rewards[step, truncated] += args.gamma * final_value
 
                 if "final_info" in infos and "episode" in infos["final_info"]:  # [A3] only whole games carry statistics
                     episode = infos["final_info"]["episode"]
@@ -537,15 +539,16 @@ def main(args: Args) -> None:
                         run.recent_returns.append(float(episode["r"][i]))  # the progress line, --target-return
 
             with torch.no_grad():
-                next_value = agent.get_value(next_obs, next_lstm_state, next_done).reshape(1, -1)[0]
-                advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma,
-                                                  args.gae_lambda)
+                next_value = agent.get_value(to_torch(next_obs, torch.uint8), next_lstm_state, to_torch(next_done))
+                next_value = next_value.reshape(1, -1)[0]
+                advantages, returns = compute_gae(to_torch(rewards), values, to_torch(dones), next_value,
+                                                  to_torch(next_done), args.gamma, args.gae_lambda)
 
             # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
-            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+            b_obs = to_torch(obs, torch.uint8).reshape((-1,) + envs.single_observation_space.shape)
             b_logprobs = logprobs.reshape(-1)
-            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
-            b_dones = dones.reshape(-1)
+            b_actions = to_torch(actions, torch.long).reshape((-1,) + envs.single_action_space.shape)
+            b_dones = to_torch(dones).reshape(-1)
             b_advantages = advantages.reshape(-1)
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)
@@ -565,7 +568,7 @@ def main(args: Args) -> None:
                             b_obs[mb_inds],
                             (initial_lstm_state[0][:, mb_envs], initial_lstm_state[1][:, mb_envs]),  # [L5]
                             b_dones[mb_inds],  # [L3]
-                            b_actions.long()[mb_inds],
+                            b_actions[mb_inds],
                         ),  # the agent's inputs
                         b_logprobs[mb_inds], b_values[mb_inds], b_advantages[mb_inds], b_returns[mb_inds],
                         clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef,

@@ -429,18 +429,19 @@ def main(args: Args) -> None:
     if args.compile:  # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
         minibatch_loss = torch.compile(minibatch_loss)
 
-    # rollout storage: (num_steps, num_envs, ...)
-    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
-    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    # rollout storage: (num_steps, num_envs, ...). What the envs take and give is kept in numpy arrays, written per
+    # step (a numpy write costs a fraction of a torch op: docs/speed.md), and made tensors once per segment
+    obs = np.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=np.float32)
+    actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.float32)
+    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+
+    def to_torch(array, dtype=torch.float32):  # a tensor on the run's device; on a CPU no copy if the dtype matches
+        return torch.as_tensor(array, dtype=dtype, device=device)
 
     global_step = run.start_iteration * args.batch_size
     next_obs, _ = envs.reset(seed=run.seed)
-    next_obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
-    next_done = torch.zeros(args.num_envs).to(device)  # [C1] next_obs and next_done carry across rollouts
+    next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
     with run:  # Ctrl-C or SIGTERM ends the loop at an iteration boundary; then the last save, the logs closed
         for iteration in run.iterations():  # between two: the progress line, checkpoints (--checkpoint-every)
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
@@ -458,23 +459,21 @@ def main(args: Args) -> None:
                 dones[step] = next_done
 
                 with torch.inference_mode():  # like no_grad, with less bookkeeping per op
-                    action = agent.get_action(next_obs)  # log-probs and values come after the loop, for the segment
-                actions[step] = action
+                    action = agent.get_action(to_torch(next_obs))  # log-probs and values come after the loop
+                actions[step] = action = action.cpu().numpy()
 
                 # [M5] the env gets the action clipped to its bounds; actions[step] keeps the unclipped sample
-                env_action = np.clip(action.cpu().numpy(), action_low, action_high)
+                env_action = np.clip(action, action_low, action_high)
                 next_obs, reward, terminations, truncations, infos = envs.step(env_action)
                 next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
-                rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
-                next_obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
-                next_done = torch.as_tensor(next_done, dtype=torch.float32, device=device)
+                rewards[step] = reward
                 truncated = np.flatnonzero(truncations & ~terminations) if args.bootstrap_truncated else []
                 if len(truncated):  # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
                     final_obs = np.stack(infos["final_obs"][truncated])  # as the env returned it, before its reset
                     final_obs = envs.normalize_obs(final_obs, update=False)  # [M6, M7] as seen by the agent, frozen
-                    final_obs = torch.as_tensor(final_obs, dtype=torch.float32, device=device)
                     with torch.inference_mode():  # one batched call for the envs that truncated at this step
-                        rewards[step, truncated] += args.gamma * agent.get_value(final_obs).flatten()
+                        final_value = agent.get_value(to_torch(final_obs)).flatten().cpu().numpy()
+                    rewards[step, truncated] += args.gamma * final_value
 
                 if "final_info" in infos:
                     episode = infos["final_info"]["episode"]
@@ -486,16 +485,17 @@ def main(args: Args) -> None:
             with torch.no_grad():
                 # The parameters do not change during a rollout, so one batched call after it gives the log-probs and
                 # values that per-step calls would; the steps then run the actor alone (faster: docs/speed.md)
-                _, logprob, _, value = agent.get_action_and_value(obs.flatten(0, 1), actions.flatten(0, 1))
-                logprobs[:], values[:] = logprob.view_as(logprobs), value.view_as(values)
-                next_value = agent.get_value(next_obs).reshape(1, -1)[0]
-                advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma,
-                                                  args.gae_lambda)
+                _, logprob, _, value = agent.get_action_and_value(to_torch(obs).flatten(0, 1),
+                                                                  to_torch(actions).flatten(0, 1))
+                logprobs, values = logprob.view(args.num_steps, -1), value.view(args.num_steps, -1)
+                next_value = agent.get_value(to_torch(next_obs)).reshape(1, -1)[0]
+                advantages, returns = compute_gae(to_torch(rewards), values, to_torch(dones), next_value,
+                                                  to_torch(next_done), args.gamma, args.gae_lambda)
 
             # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
-            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+            b_obs = to_torch(obs).reshape((-1,) + envs.single_observation_space.shape)
             b_logprobs = logprobs.reshape(-1)
-            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+            b_actions = to_torch(actions).reshape((-1,) + envs.single_action_space.shape)
             b_advantages = advantages.reshape(-1)
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)

@@ -267,7 +267,7 @@ def test_every_tensor_of_a_training_step_is_on_the_runs_gpu(script, tmp_path, mo
     assert {"aten.convolution_backward.default", "aten.mm.default"} & gpu.ops
     assert "aten._fused_adam_.default" in gpu.ops
     ran = [shown_line(where) for where in gpu.lines]
-    assert any("agent.get_value(final_obs" in line for line in ran)
+    assert any("final_value = " in line for line in ran)
 
 
 def with_bug(script, line, buggy):
@@ -280,25 +280,25 @@ def with_bug(script, line, buggy):
 
 
 # one tensor of ppo.py's training step made on the CPU, and the line where it meets the GPU's, which fails here. On a
-# GPU all but the shuffled indices end with "Expected all tensors to be on the same device" (in compute_gae, or in
-# the agent for the final obs); CUDA takes CPU indices with a hidden copy.
+# GPU all but the shuffled indices end with "Expected all tensors to be on the same device" (in the agent, or in
+# compute_gae); CUDA takes CPU indices with a hidden copy.
 BUGS = {
-    "rollout buffer without .to(device)": (
-        "    values = torch.zeros((args.num_steps, args.num_envs)).to(device)\n",
-        "    values = torch.zeros((args.num_steps, args.num_envs))\n",
-        "logprobs[:], values[:] = logprob.view_as(logprobs), value.view_as(values)"),
+    "numpy arrays made tensors without device=": (
+        "        return torch.as_tensor(array, dtype=dtype, device=device)\n",
+        "        return torch.as_tensor(array, dtype=dtype)\n",
+        "action = agent.get_action(to_torch(next_obs))"),  # the first step's observation
     "shuffled indices without device=": (
         "b_inds = torch.randperm(args.batch_size, device=device)",
         "b_inds = torch.randperm(args.batch_size)",
-        "(b_obs[mb_inds], b_actions.long()[mb_inds]),  # the agent's inputs"),
-    "env data without device=": (
-        "next_done = torch.as_tensor(next_done, dtype=torch.float32, device=device)",
-        "next_done = torch.as_tensor(next_done, dtype=torch.float32)",
-        "dones[step] = next_done"),  # at the next step
+        "(b_obs[mb_inds], b_actions[mb_inds]),  # the agent's inputs"),
+    "rewards without device=": (
+        "advantages, returns = compute_gae(to_torch(rewards), values,",
+        "advantages, returns = compute_gae(torch.as_tensor(rewards), values,",
+        "deltas = rewards + gamma * next_values"),  # in compute_gae (the message shows the file's lines, not the bug)
     "final obs of a truncated episode without device= [X5]": (
-        "final_obs = torch.as_tensor(final_obs, dtype=torch.float32, device=device)",
-        "final_obs = torch.as_tensor(final_obs, dtype=torch.float32)",
-        "rewards[step, truncated] += args.gamma * agent.get_value(final_obs).flatten()"),
+        "final_value = agent.get_value(to_torch(final_obs))",
+        "final_value = agent.get_value(torch.as_tensor(final_obs, dtype=torch.float32))",
+        "final_value = agent.get_value(to_torch(final_obs))"),  # shown as the file has it, called from there
 }
 
 
