@@ -471,8 +471,9 @@ def main(args: Args) -> None:
     if args.compile:  # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
         minibatch_loss = torch.compile(minibatch_loss)
 
-    # rollout storage: (num_steps, num_envs, ...). What the envs take and give is kept in numpy arrays, written per
-    # step (a numpy write costs a fraction of a torch op: docs/speed.md), and made tensors once per segment
+    # rollout storage: (num_steps, num_envs, ...)
+    # what the envs take and give is kept in numpy arrays, written per step (a numpy write costs a fraction of a
+    # torch op: docs/speed.md), and made tensors after the segment (on a CPU without a copy)
     # [A9] frames stay uint8: a quarter of float32's memory, cheaper copies to a GPU
     obs = np.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=np.uint8)
     actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
