@@ -248,6 +248,8 @@ def test_bad_launch_is_one_line_error(tmp_path, monkeypatch, capsys, args, env, 
 def test_a_crashed_or_hung_rank_ends_the_run_in_bounded_time(tmp_path):
     # rank 1 exits (crash) or sleeps for an hour (hang) after its first update, while rank 0 goes on to its second:
     # torchrun stops rank 0 when rank 1 dies; rank 0 gives up waiting for a hung rank after --dist-timeout.
+    # torchrun then SIGTERMs the sleeping rank, which only notes it (the script's stop flag), and SIGKILLs it after
+    # TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (30 unless set, here 5; torchrun's --shutdown-timeout says the same).
     # Both launches at once; a launch still running after 120 s fails the test (subprocess.TimeoutExpired).
     launches = {}
     for fault in ("crash", "hang"):
@@ -255,8 +257,8 @@ def test_a_crashed_or_hung_rank_ends_the_run_in_bounded_time(tmp_path):
         launches[fault] = subprocess.Popen(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / SCRIPT),
              *TINY, "--dist-timeout", "5"],
-            cwd=tmp_path / fault, env=test_env(PPO_TEST_FAULT=fault), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)
+            cwd=tmp_path / fault, env=test_env(PPO_TEST_FAULT=fault, TORCH_ELASTIC_SHUTDOWN_TIMEOUT="5"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         outputs = {fault: launch.communicate(timeout=120) for fault, launch in launches.items()}
     finally:

@@ -16,7 +16,7 @@ envpool = need_procgen()
 procgen = load_script("ppo_procgen.py")
 # 2 iterations of 4 envs x 64 steps: 128 steps per env, enough for random play to end a few starpilot episodes
 SHORT = ["--num-envs", "4", "--num-steps", "64", "--num-minibatches", "4", "--total-timesteps", "512",
-         "--num-threads", "1"]
+         "--update-epochs", "1", "--num-threads", "1"]
 TINY = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2", "--total-timesteps", "32"]
 
 
