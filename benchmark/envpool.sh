@@ -24,7 +24,8 @@ WORKERS=${WORKERS:-1}
 COMMAND_EXTRA=${COMMAND_EXTRA:-}
 OUT=${OUT:-benchmark/out/envpool}
 REPORT=${REPORT:-$OUT/report}
-RANDOM_EPISODES=${RANDOM_EPISODES:-10}  # whole episodes of random play per env (100 envs) for the report
+RANDOM_EPISODES=${RANDOM_EPISODES:-10}  # whole episodes of random play per env, for the report
+RANDOM_ENVS=${RANDOM_ENVS:-100}  # envs of random play (each plays RANDOM_EPISODES)
 
 python benchmark/run.py \
     --command "python ppo_atari_envpool.py --total-timesteps $STEPS $COMMAND_EXTRA" \
@@ -38,4 +39,5 @@ python benchmark/run.py \
 python benchmark/report.py --runs "$OUT/runs" --sweep "$OUT/state" --out "$REPORT" \
     --title "Atari on envpool (ppo_atari_envpool.py, $STEPS steps)" \
     --note "Command: STEPS=$STEPS SEEDS='$SEEDS' ENVS='$ENVS' bash benchmark/envpool.sh"
-python benchmark/random_play.py --env-id $ENVS --episodes-per-env "$RANDOM_EPISODES" --markdown >> "$REPORT.md"
+python benchmark/random_play.py --env-id $ENVS --num-envs "$RANDOM_ENVS" --episodes-per-env "$RANDOM_EPISODES" \
+    --markdown >> "$REPORT.md"

@@ -27,7 +27,8 @@ WORKERS=${WORKERS:-1}
 COMMAND_EXTRA=${COMMAND_EXTRA:-}
 OUT=${OUT:-benchmark/out/procgen}
 REPORT=${REPORT:-$OUT/report}
-RANDOM_EPISODES=${RANDOM_EPISODES:-10}  # whole episodes of random play per env (100 envs) for the report
+RANDOM_EPISODES=${RANDOM_EPISODES:-10}  # whole episodes of random play per env, for the report
+RANDOM_ENVS=${RANDOM_ENVS:-100}  # envs of random play (each plays RANDOM_EPISODES)
 
 python benchmark/run.py \
     --command "python ppo_procgen.py --distribution-mode $MODE --total-timesteps $STEPS $COMMAND_EXTRA" \
@@ -43,4 +44,5 @@ python benchmark/report.py --runs "$OUT/runs" --sweep "$OUT/state" --out "$REPOR
     --note "Command: STEPS=$STEPS SEEDS='$SEEDS' ENVS='$ENVS' MODE=$MODE bash benchmark/procgen.sh"
 ENVPOOL_IDS=""  # starpilot + easy -> StarpilotEasy-v0, as ppo_procgen.py maps them
 for game in $ENVS; do ENVPOOL_IDS="$ENVPOOL_IDS ${game^}${MODE^}-v0"; done
-python benchmark/random_play.py --env-id $ENVPOOL_IDS --episodes-per-env "$RANDOM_EPISODES" --markdown >> "$REPORT.md"
+python benchmark/random_play.py --env-id $ENVPOOL_IDS --num-envs "$RANDOM_ENVS" --episodes-per-env "$RANDOM_EPISODES" \
+    --markdown >> "$REPORT.md"

@@ -1041,9 +1041,10 @@ SWEEPS = {  # sweep -> (its variables for one small run per script, the scripts 
                  "BreakoutNoFrameskip-v4", "BreakoutNoFrameskip-v4"),
     "atari_multigpu.sh": ({"ENVS": "BreakoutNoFrameskip-v4"}, ["ppo_atari_multigpu.py"], "BreakoutNoFrameskip-v4",
                           None),
-    "envpool.sh": ({"ENVS": "Breakout-v5", "RANDOM_EPISODES": "1"}, ["ppo_atari_envpool.py"], "Breakout-v5",
-                   "Breakout-v5"),
-    "procgen.sh": ({"ENVS": "starpilot", "RANDOM_EPISODES": "1"}, ["ppo_procgen.py"], "starpilot", "StarpilotEasy-v0"),
+    "envpool.sh": ({"ENVS": "Breakout-v5", "RANDOM_EPISODES": "1", "RANDOM_ENVS": "8"}, ["ppo_atari_envpool.py"],
+                   "Breakout-v5", "Breakout-v5"),
+    "procgen.sh": ({"ENVS": "starpilot", "RANDOM_EPISODES": "1", "RANDOM_ENVS": "8"}, ["ppo_procgen.py"], "starpilot",
+                   "StarpilotEasy-v0"),
 }
 
 
@@ -1085,7 +1086,8 @@ def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
         assert table_row(report, env_id, script, "16384")[4] == "2.00 (last 3 ep.)"  # mean of the fake's returns
     if random_env_id is not None:
         assert "## Random play" in report
-        assert int(table_row(report[report.index("## Random play"):], random_env_id)[1]) == (1 if sweep == "atari.sh" else 100)  # episodes
+        episodes = 1 if sweep == "atari.sh" else 8  # one game of one env; 8 envs (RANDOM_ENVS) x one episode each
+        assert int(table_row(report[report.index("## Random play"):], random_env_id)[1]) == episodes
 
 
 def test_pong_sh_runs_each_script_with_the_tuned_settings_and_the_target(tmp_path):
