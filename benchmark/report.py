@@ -27,7 +27,8 @@ machine it ran on as run.py recorded it: CPU model, cores, threads, the 1-minute
 With --thresholds R1 R2 ..., per run the agent step and the training time at which the mean of its last --last
 episodic returns first reached each, its median charts/SPS, and a plot of every run's return against agent steps and
 against training time; a run stopped before its budget and its target is shown there too, marked unfinished, so that
-a long run's part done can be reported.
+a long run's part done can be reported. With --window-steps N, per run the mean return of the episodes that ended in
+each window of N agent steps.
 
 Training time: the wall-clock while the run's processes ran, with the pauses between them left out. Each process of
 a run writes its own events file (a run stopped and continued with --resume has one per part, in one folder); a
@@ -591,6 +592,24 @@ def threshold_lines(runs, labels, args, image_link):
     return lines
 
 
+def window_lines(runs, labels, window):
+    """The section of --window-steps: per run the mean return of the episodes that ended in each window of agent
+    steps, and how many there were, so that runs of one env compare at the same steps."""
+    count = max(run["last_step"] for run in runs) // window + 1
+    names = [f"{fmt_steps(i * window)}-{fmt_steps((i + 1) * window)}" for i in range(count)]
+    lines = ["", f"## Return per {fmt_steps(window)} agent steps", "",
+             f"Per run: the mean return of the episodes that ended in each window of {window:,} agent steps (as logged "
+             f"with charts/episodic_return), and how many (— where none did).", "",
+             "| run | arm | seed | " + " | ".join(names) + " |", "| --- " * (3 + count) + "|"]
+    for run in runs:
+        steps, returns, _ = run["scalars"].get("charts/episodic_return", (np.array([]),) * 3)
+        games = [returns[(steps >= i * window) & (steps < (i + 1) * window)] for i in range(count)]
+        lines.append(f"| {run['name']}{unfinished(run)} | {labels.get(id(run), run['script'])}{some_games(run)} "
+                     f"| {run['seed']} | " + " | ".join(f"{g.mean():.2f} ({len(g)})" if len(g) else "—" for g in games)
+                     + " |")
+    return lines
+
+
 def machine_lines(runs, by_name):
     """The section of --sweep: per run its command, start and machine as benchmark/run.py recorded them."""
     lines = ["", "## Commands and machines", "",
@@ -789,6 +808,8 @@ def render(report, ref_rows, args, image_links, runs_link=None):
     labels = report.labels
     if args.thresholds:
         lines += threshold_lines(all_runs + report.unfinished, labels, args, runs_link)
+    if args.window_steps and all_runs + report.unfinished:
+        lines += window_lines(all_runs + report.unfinished, labels, args.window_steps)
     lines += ["", "## Runs", "", "| run | arm | seed | episodes | return, last N ep. | N | SPS | wall | note |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for run, note in [(r, f"target reached at step {r['last_step']:,}" if r["target_reached"] else "")
@@ -828,7 +849,12 @@ def parse_args(argv=None):
                         help="per run, the agent step and training time at which the mean of its last --last "
                              "episodic returns first reached each (e.g. --thresholds 18 20), its median SPS, and a "
                              "plot of every run against steps and training time (OUT/runs.png)")
+    parser.add_argument("--window-steps", type=int, default=None, metavar="STEPS",
+                        help="per run, the mean return of the episodes that ended in each window of this many agent "
+                             "steps (e.g. 1000000), to compare runs at the same steps")
     args = parser.parse_args(argv)
+    if args.window_steps is not None and args.window_steps < 1:
+        parser.error(f"--window-steps must be positive, got {args.window_steps}")
     if args.thresholds and not all(map(math.isfinite, args.thresholds)):
         parser.error(f"--thresholds must be finite numbers, got {' '.join(map(str, args.thresholds))}")
     if args.last < 1:

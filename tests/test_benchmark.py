@@ -899,6 +899,7 @@ def test_report_thresholds_give_step_and_training_time_with_the_pauses_of_a_resu
     proc = run_report(tmp_path, "--runs", runs, "--last", 4, "--out", tmp_path / "plain")
     assert_ok(proc)
     assert "## Time to thresholds" not in proc.stdout and "## Commands and machines" not in proc.stdout
+    assert "## Return per" not in proc.stdout
     assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == ["Pong-v5.png"]
     assert_usage_error(run_report(tmp_path, "--runs", runs, "--thresholds", "nan"), "--thresholds")
 
@@ -909,7 +910,8 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
     (returns -21 18 19 18 18 20, --last 4: 18.25 at the 5th episode, step 500, 40 s in), its machine, and no row in
     the main table (incomplete). The same run started again from 0 (its checkpoint lost with its machine), recorded
     by a state file of its own in another folder, is shown beside it with its own machine: returns -21 -21 18 18 18
-    18 reach 18 at the 6th episode (step 300, 50 s in), unfinished, logged to step 320."""
+    18 reach 18 at the 6th episode (step 300, 50 s in), unfinished, logged to step 320. --window-steps 250: each
+    run's mean return of the games that ended in steps 0-249, 250-499, 500-749."""
     runs = tmp_path / "runs"
     folder, again = runs / "Pong-v5__ppo_atari_envpool__1__1000", runs / "Pong-v5__ppo_atari_envpool__1__9000"
     for run_folder in (folder, again):
@@ -928,7 +930,7 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
             "interrupted", 1, [run_folder.name], "python ppo_atari_envpool.py", "Pong-v5", cpu_model="AMD EPYC",
             cores=2, threads=2, load_1min={"mean": load, "max": 2.0, "samples": 3}, ended=load))
     proc = run_report(tmp_path, "--runs", runs, "--last", 4, "--sweep", tmp_path / "state", tmp_path / "state_again",
-                      "--thresholds", 18, 20, "--out", tmp_path / "pong")
+                      "--thresholds", 18, 20, "--window-steps", 250, "--out", tmp_path / "pong")
     assert_ok(proc)
     text = (tmp_path / "pong.md").read_text()
     assert "| (no complete run) |" in text and text.count("not finished (interrupted)") == 1  # one run asked for
@@ -941,6 +943,13 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
     assert table_row(machines, folder.name)[3:] == ["AMD EPYC", "2", "2", "1.50 / 2.00 (3)"]
     assert table_row(machines, again.name)[3:] == ["AMD EPYC", "2", "2", "0.50 / 2.00 (3)"]
     assert (tmp_path / "pong" / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    windows = text[text.index("## Return per 250 agent steps"):]
+    assert table_row(windows, "run")[3:] == ["0-250", "250-500", "500-750"]
+    assert table_row(windows, f"{folder.name} (unfinished, logged to step 640)")[1:] == [
+        "ppo_atari_envpool.py", "1", "-1.50 (2)", "18.50 (2)", "19.00 (2)"]  # -21 18 | 19 18 | 18 20
+    assert table_row(windows, f"{again.name} (unfinished, logged to step 320)")[1:] == [
+        "ppo_atari_envpool.py", "1", "-1.50 (4)", "18.00 (2)", "—"]  # -21 -21 18 18 | 18 18 | none
+    assert_usage_error(run_report(tmp_path, "--runs", runs, "--window-steps", 0), "--window-steps")
 
 
 def test_report_thresholds_say_that_a_torchrun_run_shows_rank_0s_games_only(tmp_path):
@@ -975,7 +984,7 @@ def test_the_committed_pong_report_regenerates_from_the_committed_event_files(tm
         ignored = subprocess.run(["git", "check-ignore", *map(str, runs.glob("*/*"))], cwd=REPO, capture_output=True)
         assert ignored.returncode == 1, f"ignored by .gitignore: {ignored.stdout.decode()}"
     proc = run_report(tmp_path, "--runs", runs, "--sweep", *sorted((results / "pong").glob("state_*")),
-                      "--thresholds", 18, 20, "--out", tmp_path / "pong")
+                      "--thresholds", 18, 20, "--window-steps", 1_000_000, "--out", tmp_path / "pong")
     assert_ok(proc)
 
     def tables(text):  # from the thresholds table on: the per-run tables, whose figures come from the event files
@@ -984,6 +993,26 @@ def test_the_committed_pong_report_regenerates_from_the_committed_event_files(tm
     committed = tables((results / "pong.md").read_text())
     assert len(committed) >= 3 and tables((tmp_path / "pong.md").read_text()) == committed
 
+
+
+def test_the_committed_pong_evaluations_add_up_and_the_report_quotes_them():
+    """Each committed evaluation record (benchmark/results/pong/eval_*.txt: a header, then the script's output) ends
+    each of its commands' outputs with the mean and population std of the games printed above it, and
+    benchmark/results/pong.md quotes each of these as 'mean ± std over N games'."""
+    records = sorted((REPO / "benchmark" / "results" / "pong").glob("eval_*.txt"))
+    report = (REPO / "benchmark" / "results" / "pong.md").read_text()
+    assert len(records) >= 5
+    for record in records:
+        games, summaries = [], 0
+        for line in record.read_text().splitlines():
+            if line.startswith("eval episode "):
+                games.append(float(line.split("return ")[1]))
+            elif ": mean return " in line:  # "<env id>: mean return 19.20 +- 3.28 over 10 episodes"
+                mean, std, n = (float(word) for word in line.split(": mean return ")[1].split()[::2][:3])
+                assert (n, f"{mean:.2f}", f"{std:.2f}") == (len(games), f"{np.mean(games):.2f}", f"{np.std(games):.2f}")
+                assert f"{mean:.2f} ± {std:.2f} over {len(games)}" in report, (record.name, mean, std)
+                games, summaries = [], summaries + 1
+        assert summaries >= 1 and not games, record.name
 
 def test_training_clock_counts_the_time_of_the_processes_only():
     """Spans 0-10 and 5-15 (overlapping: once) and 20-30: at 12 s, 12; at 17 (a pause), 15; at 25, 20; after, 25."""
