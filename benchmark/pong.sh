@@ -19,7 +19,7 @@
 # done. Runs, logs and state go to $OUT (default benchmark/out/pong, gitignored): commit each run's event files and
 # args.json as it stops (a new machine keeps nothing else), then make the report (leave out a state folder not made):
 #   python benchmark/report.py --runs benchmark/out/pong/runs \
-#       --sweep benchmark/out/pong/state_* --thresholds 18 20 \
+#       --sweep benchmark/out/pong/state_* --thresholds 18 20 --window-steps 1000000 \
 #       --out benchmark/results/pong --title "Pong: steps and training time to 18 and 20" --note "Command: bash benchmark/pong.sh"
 set -euo pipefail
 cd "$(dirname "$0")/.."

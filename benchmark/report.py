@@ -694,11 +694,13 @@ def render(report, ref_rows, args, image_links, runs_link=None):
     all_runs = report.shown
     lines = [f"# {args.title}", ""]
     lines += [f"{note}  " for note in args.note]
-    if all_runs:
-        first = min(r["wall_start"] for r in all_runs)
-        final = max(r["wall_end"] for r in all_runs)
+    read = all_runs + [run for run, _ in report.left_out]  # every run of the Runs table at the end
+    if read:
+        first = min(r["wall_start"] for r in read)
+        final = max(r["wall_end"] for r in read)
         when = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
-        lines.append(f"Runs: {len(all_runs)} from `{args.runs}`, logged {when(first)} to {when(final)}.  ")
+        left = f" ({len(report.left_out)} of them left out of the tables, see Runs)" if report.left_out else ""
+        lines.append(f"Runs: {len(read)} from `{args.runs}`{left}, logged {when(first)} to {when(final)}.  ")
     lines += [
         f"Return: per run, the mean of its last {args.last} episodic returns (fewer where fewer exist: the cell says "
         f"how many); mean ± std over seeds ({std_name}). "

@@ -603,7 +603,8 @@ def test_report_table_numbers(fake_runs, tmp_path):
         ["ALE/Pong-v5", "ppo_atari_envpool.py"], ["CartPole-v1", "ppo.py total_timesteps=500000"],
         ["CartPole-v1", "ppo.py total_timesteps=1000"]]
     assert table_row(text, "ALE/Pong-v5", "ppo_atari_envpool.py", "2k")[3:5] == ["1 (1)", "-20.50 (last 2 ep.)"]
-    # the per-run table lists every run, the left-out ones with the reason
+    # the per-run table lists every run, the left-out ones with the reason; the header counts them all
+    assert f"Runs: 7 from `{runs}` (2 of them left out of the tables, see Runs), logged " in text
     assert table_row(text, "CartPole-v1__ppo__1__1000")[-1] == "superseded by a newer run of the same seed and settings"
     assert table_row(text, "CartPole-v1__ppo__4__3000")[-1] == "incomplete"
     for seed in (1, 2, 3):
