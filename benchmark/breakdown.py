@@ -5,6 +5,7 @@ update's forward, loss, backward, clip, Adam, ...). Prints one table: seconds an
     pip install py-spy
     python benchmark/breakdown.py ppo.py --env-id CartPole-v1 --total-timesteps 100000
     python benchmark/breakdown.py --raw out.raw ppo_atari_envpool.py --env-id Pong-v5 --total-timesteps 20480
+    python benchmark/breakdown.py --tally out.raw ppo_atari_envpool.py   # count the samples of an earlier run again
 
 The script runs in a scratch folder (nothing is left in runs/), with the arguments given after its name. Sampling
 includes time the main thread waits (for envpool's threads, say), so the parts add up to the wall time; it costs a
@@ -15,6 +16,7 @@ one process by hand (`py-spy record --pid`); this tool runs one process.
 """
 
 import ast
+import gzip
 import re
 import shutil
 import subprocess
@@ -108,23 +110,15 @@ def tally(raw_lines, script, parts):
         frames = [frame.match(f) for f in stack.split(";")]
         if not frames or not frames[0] or Path(frames[0][2]).name != script or frames[0][1] != "<module>":
             continue
-        in_main = [f for f in frames[1:] if f and f[1] in ("main", "minibatch_loss") and Path(f[2]).name == script]
+        # a function's name as py-spy gives it: "minibatch_loss", or "main.<locals>.minibatch_loss" on Python 3.12
+        in_main = [f for f in frames[1:]
+                   if f and f[1].rpartition(".")[2] in ("main", "minibatch_loss") and Path(f[2]).name == script]
         counts[parts.get(int(in_main[-1][3]), "start-up") if in_main else "start-up"] += int(count)
     return counts
 
 
-def main():
-    parser = Parser(description=__doc__.split("\n\n")[0], usage="%(prog)s [--rate HZ] [--raw FILE] SCRIPT [ARGS ...]")
-    parser.add_argument("--rate", type=int, default=200, help="samples per second")
-    parser.add_argument("--raw", type=Path, help="also keep py-spy's raw samples in this file")
-    parser.add_argument("script", help="a ppo*.py of the repo")
-    parser.add_argument("args", nargs="...", help="its arguments")
-    opts = parser.parse_args()
-    if not (REPO / opts.script).is_file():
-        parser.error(f"{opts.script}: no such script in {REPO}")
-    if shutil.which("py-spy") is None:
-        parser.error("py-spy is not installed: pip install py-spy")
-    parts = line_parts((REPO / opts.script).read_text())
+def run(opts):
+    """Runs the script under py-spy: (its raw samples, the SPS figures it printed)."""
     with tempfile.TemporaryDirectory() as scratch:
         raw = Path(scratch) / "samples.raw"
         # --nonblocking: sampling without pausing the run (pausing it 200 times a second cost the CNN scripts 40%)
@@ -136,11 +130,38 @@ def main():
             sys.exit(f"breakdown.py: error: the run failed: {result.stdout.strip().splitlines()[-1:]}")
         sps = re.findall(r"SPS +(\d+)", result.stdout)
         samples = raw.read_text().splitlines()
-        if opts.raw:
-            opts.raw.write_text("\n".join(samples) + "\n")
+    if opts.raw:
+        opts.raw.write_text("\n".join(samples) + "\n")
+    return samples, sps
+
+
+def main():
+    parser = Parser(description=__doc__.split("\n\n")[0],
+                    usage="%(prog)s [--rate HZ] [--raw FILE | --tally FILE] SCRIPT [ARGS ...]")
+    parser.add_argument("--rate", type=int, default=200,
+                        help="samples per second (with --tally: the rate they were taken at)")
+    parser.add_argument("--raw", type=Path, help="also keep py-spy's raw samples in this file")
+    parser.add_argument("--tally", type=Path, help="count the samples of an earlier --raw file (or its .gz) instead "
+                        "of running the script (its arguments are then not needed)")
+    parser.add_argument("script", help="a ppo*.py of the repo")
+    parser.add_argument("args", nargs="...", help="its arguments")
+    opts = parser.parse_args()
+    if not (REPO / opts.script).is_file():
+        parser.error(f"{opts.script}: no such script in {REPO}")
+    parts = line_parts((REPO / opts.script).read_text())
+    if opts.tally:
+        if not opts.tally.is_file():
+            parser.error(f"{opts.tally}: no such file")
+        raw = opts.tally.read_bytes()
+        samples, sps = (gzip.decompress(raw) if opts.tally.suffix == ".gz" else raw).decode().splitlines(), []
+    elif shutil.which("py-spy") is None:
+        parser.error("py-spy is not installed: pip install py-spy")
+    else:
+        samples, sps = run(opts)
     counts = tally(samples, opts.script, parts)
     loop = sum(counts[name] for name in LOOP)
-    print(f"# python {opts.script} {' '.join(opts.args)}: {sum(counts.values()) / opts.rate:.1f} s sampled, "
+    source = f"{opts.tally}, samples of {opts.script}" if opts.tally else f"python {opts.script} {' '.join(opts.args)}"
+    print(f"# {source}: {sum(counts.values()) / opts.rate:.1f} s sampled, "
           f"last SPS {sps[-1] if sps else '?'} (py-spy at {opts.rate} Hz)")
     print("| part | s | share of the loop |")
     print("| --- | --- | --- |")

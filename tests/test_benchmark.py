@@ -1,6 +1,7 @@
 """benchmark/run.py (the runner) and benchmark/report.py (the report), on fake runs: no real training here."""
 
 import contextlib
+import gzip
 import json
 import os
 import signal
@@ -1291,7 +1292,7 @@ def test_breakdown_finds_every_part_of_an_iteration_in_main(script):
         set() if script == "ppo_atari_multigpu.py" else {"all_reduce"})
 
 
-def test_breakdown_counts_the_main_threads_samples_by_part():
+def test_breakdown_counts_the_main_threads_samples_by_part(tmp_path):
     breakdown = bench_module("breakdown.py")
     source = (REPO / "ppo.py").read_text()
     parts = breakdown.line_parts(source)
@@ -1307,9 +1308,19 @@ def test_breakdown_counts_the_main_threads_samples_by_part():
            f"<module> (/a/ppo.py:700);main (/a/ppo.py:{backward}) 2",
            "<module> (/a/ppo.py:20);_find_and_load (<frozen importlib._bootstrap>:1176) 4",  # an import
            "run (threading.py:975);_worker (tensorboard/writer.py:9) 50",  # another thread: not counted
-           f"<module> (/a/other.py:1);main (/a/ppo.py:{step}) 3"]  # another script's module: not counted
-    assert breakdown.tally(raw, "ppo.py", parts) == {"env": 7, "backward": 7, "loss": 6, "update_other": 1,
+           f"<module> (/a/other.py:1);main (/a/ppo.py:{step}) 3",  # another script's module: not counted
+           # Python 3.12's py-spy names a nested function by its qualified name
+           f"<module> (/a/ppo.py:700);main (/a/ppo.py:{call});main.<locals>.minibatch_loss (/a/ppo.py:{loss}) 2"]
+    assert breakdown.tally(raw, "ppo.py", parts) == {"env": 7, "backward": 7, "loss": 8, "update_other": 1,
                                                      "start-up": 4}
+    # --tally counts the samples of an earlier run (kept with --raw, gzipped here) without running the script
+    raw_file = tmp_path / "samples.raw.gz"
+    raw_file.write_bytes(gzip.compress("\n".join(raw).encode()))
+    result = run_tool("breakdown.py", "--rate", "10", "--tally", str(raw_file), "ppo.py")
+    assert_ok(result)
+    assert "| rollout: env steps | 0.70 | 30.4% |" in result.stdout  # 7 of the loop's 23 samples, at 10 per second
+    assert "| update: loss | 0.80 | 34.8% |" in result.stdout
+    assert "| start-up: imports, envs, agent (not in the loop) | 0.40 |  |" in result.stdout
 
 
 def test_peers_patches_each_cleanrl_script_or_refuses_one_they_do_not_fit(tmp_path):
