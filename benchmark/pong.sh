@@ -17,7 +17,9 @@
 # speed and the machine's load). Restartable: stopped (Ctrl-C, SIGTERM, a closed terminal), it continues each
 # unfinished run from its last checkpoint (--checkpoint-every) when started again; a run that reached its target is
 # done. Runs, logs and state go to $OUT (default benchmark/out/pong, gitignored): commit each run's event files and
-# args.json as it stops (a new machine keeps nothing else), then make the report (leave out a state folder not made):
+# args.json as it stops (a new machine keeps nothing else), and the checkpoint of one to be continued on another
+# machine (copied back into $OUT with its state file, it goes on); then make the report (leave out a state folder
+# not made):
 #   python benchmark/report.py --runs benchmark/out/pong/runs \
 #       --sweep benchmark/out/pong/state_* --thresholds 18 20 --window-steps 1000000 \
 #       --out benchmark/results/pong --title "Pong: steps and training time to 18 and 20" --note "Command: bash benchmark/pong.sh"
