@@ -7,7 +7,7 @@
 #             settings on gymnasium's ALE envs)
 #   multigpu  ppo_atari_multigpu.py on PongNoFrameskip-v4 under torchrun, 2 processes (gloo, one per core), seed 1: the
 #             same global batch as atari's, 16 envs split over the two (the curve is rank 0's 8 envs' games)
-#   lstm      ppo_atari_lstm.py on PongNoFrameskip-v4, seed 1 (one frame, an LSTM: slower to learn per step)
+#   lstm      ppo_atari_lstm.py on PongNoFrameskip-v4, seed 1 (one frame, an LSTM: slower in its first 1M steps)
 #
 #   bash benchmark/pong.sh                        # envpool and atari, one run after the other, on all cores
 #   RUNS=envpool SEEDS=1 bash benchmark/pong.sh   # only ppo_atari_envpool.py, seed 1
