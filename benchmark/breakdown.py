@@ -143,7 +143,7 @@ def main():
     parser.add_argument("--raw", type=Path, help="also keep py-spy's raw samples in this file")
     parser.add_argument("--tally", type=Path, help="count the samples of an earlier --raw file (or its .gz) instead "
                         "of running the script (its arguments are then not needed)")
-    parser.add_argument("script", help="a ppo*.py of the repo")
+    parser.add_argument("script", help="a ppo*.py of the repo, or the path of a copy")
     parser.add_argument("args", nargs="...", help="its arguments")
     opts = parser.parse_args()
     if not (REPO / opts.script).is_file():
@@ -158,7 +158,7 @@ def main():
         parser.error("py-spy is not installed: pip install py-spy")
     else:
         samples, sps = run(opts)
-    counts = tally(samples, opts.script, parts)
+    counts = tally(samples, Path(opts.script).name, parts)  # py-spy's frames name the file as run: a path works
     loop = sum(counts[name] for name in LOOP)
     source = f"{opts.tally}, samples of {opts.script}" if opts.tally else f"python {opts.script} {' '.join(opts.args)}"
     print(f"# {source}: {sum(counts.values()) / opts.rate:.1f} s sampled, "

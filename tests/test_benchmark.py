@@ -1321,6 +1321,10 @@ def test_breakdown_counts_the_main_threads_samples_by_part(tmp_path):
     assert "| rollout: env steps | 0.70 | 30.4% |" in result.stdout  # 7 of the loop's 23 samples, at 10 per second
     assert "| update: loss | 0.80 | 34.8% |" in result.stdout
     assert "| start-up: imports, envs, agent (not in the loop) | 0.40 |  |" in result.stdout
+    # the script given as a path counts the same samples (they name the file it ran)
+    result = run_tool("breakdown.py", "--rate", "10", "--tally", str(raw_file), str(REPO / "ppo.py"))
+    assert_ok(result)
+    assert "| rollout: env steps | 0.70 | 30.4% |" in result.stdout
 
 
 def test_peers_patches_each_cleanrl_script_or_refuses_one_they_do_not_fit(tmp_path):
