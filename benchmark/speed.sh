@@ -16,8 +16,9 @@
 # scripts and commands). REPEATS: runs of each (default 3; 1 without arguments). Taking turns spreads a change in the
 # machine's load over all of them. Per run: the wall time and the last "SPS" the run printed (env steps per second,
 # start-up excluded); per A, B, ...: the median and the range (min-max); with two or more, the ratios of the medians
-# to A's. The CPU model, the core count and the load average are printed before and after: on a shared machine the
-# numbers move with the load, and machines of one kind differ (name the CPU beside the figures).
+# to A's. The CPU model (with AVX-512 or AVX2 where it has them), the core count and the load average are printed
+# before and after: on a shared machine the numbers move with the load, and machines of one kind differ (name the CPU
+# beside the figures).
 # Stopped (Ctrl-C, kill), it stops the run under way first. Exit code: 0, 1 when a run failed, 2 for bad arguments,
 # 130 or 143 when stopped.
 set -uo pipefail
@@ -113,8 +114,10 @@ fi
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)  # else lscpu's, else unknown
 cpu=${cpu:-$(LC_ALL=C lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p')}
+# the widest vector instructions: CPUs named alike ("AMD EPYC") differ in them, and the float kernels with them
+simd=$(grep -q -w avx512f /proc/cpuinfo 2>/dev/null && echo AVX-512 || { grep -q -w avx2 /proc/cpuinfo 2>/dev/null && echo AVX2; })
 load() {
-    echo "${cpu:-unknown CPU}, $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "${cpu:-unknown CPU}${simd:+ ($simd)}, $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(load); $REPEATS run(s) each, in a scratch folder"
 for i in "${!names[@]}"; do echo "# ${names[$i]}: ${commands[$i]}"; done

@@ -1149,7 +1149,10 @@ def test_speed_sh_times_two_commands_against_each_other(tmp_path):
     proc = run_speed(a, "true ok", REPEATS="2", STEPS="3")
     assert_ok(proc)
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("# ") and f"{expected_cpu_model()}, {len(os.sched_getaffinity(0))} cores, load average" in lines[0]
+    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else []
+    simd = " (AVX-512)" if "avx512f" in flags else " (AVX2)" if "avx2" in flags else ""
+    assert lines[0].startswith("# ") and (f"{expected_cpu_model()}{simd}, {len(os.sched_getaffinity(0))} cores, "
+                                          "load average") in lines[0]
     runs = [line.split(" run ")[0] for line in lines if " run " in line]
     assert runs == ["A", "B", "A", "B"]  # alternated
     assert "SPS median 300 (range 300-300)" in next(line for line in lines if line.startswith("A: wall median"))
