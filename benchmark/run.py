@@ -293,17 +293,22 @@ def earlier_folder(out, run):
 
 @functools.lru_cache(maxsize=None)
 def cpu_model():
-    """The CPU's model name: /proc/cpuinfo's "model name" (x86), else lscpu's "Model name" (ARM); None if neither."""
+    """The CPU's model name: /proc/cpuinfo's "model name" (x86), else lscpu's "Model name" (ARM); None if neither.
+    Then "(AVX-512)" or "(AVX2)" where the CPU has them: CPUs of one name ("AMD EPYC") differ in them, and in speed."""
     def named(text, key):
         return next((value.strip() for name, _, value in (line.partition(":") for line in text.splitlines())
                      if name.strip() == key and value.strip()), None)
 
     try:
-        return named(Path("/proc/cpuinfo").read_text(), "model name") or named(subprocess.run(
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        model = named(cpuinfo, "model name") or named(subprocess.run(
             ["lscpu"], capture_output=True, text=True, timeout=30, env=dict(os.environ, LC_ALL="C")).stdout,
             "Model name")
     except (OSError, subprocess.TimeoutExpired):
         return None
+    flags = (named(cpuinfo, "flags") or "").split()
+    simd = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else None
+    return f"{model} ({simd})" if model and simd else model
 
 
 def sample_load(out, run, every=0.0):

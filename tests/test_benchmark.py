@@ -224,14 +224,17 @@ def test_ctrl_c_then_a_restart_continues_each_run_from_its_checkpoint(fake):
 
 
 def expected_cpu_model():
-    """The CPU's model name as the machine says it: /proc/cpuinfo's "model name", else lscpu's "Model name"."""
+    """The CPU's model name as the machine says it: /proc/cpuinfo's "model name", else lscpu's "Model name"; then
+    " (AVX-512)" or " (AVX2)" where its flags name them."""
     import re
 
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     found = re.search(r"^model name\s*:\s*(.+)$", text, flags=re.M) or re.search(
         r"^Model name:\s*(.+)$", subprocess.run(["lscpu"], capture_output=True, text=True,
                                                 env=test_env(LC_ALL="C")).stdout, flags=re.M)
-    return found.group(1).strip() if found else "unknown"
+    flags = (re.search(r"^flags\s*:(.*)$", text, flags=re.M) or re.match("()", "")).group(1).split()
+    simd = " (AVX-512)" if "avx512f" in flags else " (AVX2)" if "avx2" in flags else ""
+    return found.group(1).strip() + simd if found else "unknown"
 
 
 def test_the_state_records_the_cpu_and_the_load_over_every_part_of_a_resumed_run(fake):
@@ -1149,10 +1152,7 @@ def test_speed_sh_times_two_commands_against_each_other(tmp_path):
     proc = run_speed(a, "true ok", REPEATS="2", STEPS="3")
     assert_ok(proc)
     lines = proc.stdout.splitlines()
-    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else []
-    simd = " (AVX-512)" if "avx512f" in flags else " (AVX2)" if "avx2" in flags else ""
-    assert lines[0].startswith("# ") and (f"{expected_cpu_model()}{simd}, {len(os.sched_getaffinity(0))} cores, "
-                                          "load average") in lines[0]
+    assert lines[0].startswith("# ") and f"{expected_cpu_model()}, {len(os.sched_getaffinity(0))} cores, load average" in lines[0]
     runs = [line.split(" run ")[0] for line in lines if " run " in line]
     assert runs == ["A", "B", "A", "B"]  # alternated
     assert "SPS median 300 (range 300-300)" in next(line for line in lines if line.startswith("A: wall median"))
