@@ -130,12 +130,16 @@ def test_a_cancelled_task_is_unfinished_and_continues_from_its_checkpoint(slurm,
     while not list(tmp_path.glob("runs/*/ppo.pt")):
         assert time.time() < deadline, (tmp_path / "out").glob("*.log")
         time.sleep(0.1)
+    cancelled = time.time()
     slurm_command(slurm, "scancel", job)
     wait_for(slurm, job)
     (folder,) = [p.name for p in (tmp_path / "runs").iterdir()]
     state = states(tmp_path / "out")[("CartPole-v1", 1)]
-    assert (state["status"], state["returncode"], state["run_names"]) == ("interrupted", 143, [folder]), state
     log = (tmp_path / "out" / f"ppo__CartPole-v1__1__{state['key']}.log").read_text()
+    # on a failure, what to look at: the run's log, the task's output and how long the stop took
+    print(log, *[p.read_text() for p in (tmp_path / "out" / "slurm").glob("*.out")], sep="\n")  # shown on a failure
+    why = f"exit {state['returncode']}, {state['ended'] - cancelled:.1f} s after scancel"
+    assert (state["status"], state["returncode"], state["run_names"]) == ("interrupted", 143, [folder]), why
     assert "interrupted at step" in log and not re.search(r"step +4096/4096", log)  # stopped mid-run
     proc = run_tool("run.py", *grid, "--slurm", "--dry-run", cwd=tmp_path, **slurm)
     assert f"#   task 0: CartPole-v1 seed 1 (continues runs/{folder}/ppo.pt)" in proc.stdout, proc.stdout
