@@ -23,6 +23,7 @@ import random
 import shutil
 import sys
 import time
+import traceback
 from collections import deque
 from dataclasses import dataclass
 from typing import Literal, Optional, Tuple
@@ -641,6 +642,7 @@ FREE_ON_RESUME = ("total_timesteps", "target_return", "cuda", "compile", "track"
                   "wandb_entity", "capture_video", "save_model", "checkpoint_every", "eval_episodes", "num_threads",
                   "backend", "device_ids", "dist_timeout")
 ENV_SETTINGS = ("env_id", "distribution_mode")  # what --eval-checkpoint takes from the checkpoint
+LOCKING = ("threading", "queue", "tensorboard", "torch.utils.tensorboard")  # TensorBoard's writer and its locks
 
 
 class Run:
@@ -820,7 +822,10 @@ class Run:
         first, self.stopped_by = not self.stopped_by, self.stopped_by or signum
         if not first and self.world == 1:  # a second: exit now. Under torchrun each rank gets a stop twice (the
             raise SystemExit(128 + signum)  # terminal's, torchrun's): one stop; torchrun kills a rank that hangs
-        if self.training and self.world == 1:
+        # but not inside LOCKING's modules: an exception raised between two of their lock operations can leave a lock
+        # broken and writer.close() waiting forever; a stop that comes there ends the run at the end of the iteration
+        locking = any(f.f_globals.get("__name__", "").startswith(LOCKING) for f, _ in traceback.walk_stack(frame))
+        if self.training and self.world == 1 and not locking:
             raise KeyboardInterrupt
 
     def __enter__(self):  # from here a stop ends training at an iteration boundary and keeps what was saved

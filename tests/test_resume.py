@@ -312,6 +312,37 @@ def test_a_stop_in_an_update_saves_the_last_whole_iteration(tmp_path, monkeypatc
     assert all(int(state["step"]) == 8 for state in saved["optimizer"]["state"].values())  # 2 iterations x 4 steps
 
 
+def test_a_stop_inside_tensorboards_writer_ends_the_run_at_the_end_of_the_iteration(tmp_path, monkeypatch):
+    """SIGTERM while the main thread is inside TensorBoard's writer, as iteration 3's losses are logged: no
+    KeyboardInterrupt there (one raised between two of its lock operations can leave writer.close() waiting forever),
+    so iteration 3 ends and the run stops at its boundary: exit 143, the checkpoint after iteration 3, its losses in
+    the closed logs, and iteration 4 not begun."""
+    from tensorboard.summary.writer import event_file_writer
+
+    steps, sent, write = [], [], event_file_writer._AsyncWriter.write
+
+    class CountingAdam(torch.optim.Adam):
+        def step(self, *args, **kwargs):
+            steps.append(1)
+            return super().step(*args, **kwargs)
+
+    def stopping_write(writer, data):
+        if len(steps) == 3 * 4 and not sent:  # iteration 3's update is over: the first write logs its losses
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs here, with the writer's frames below this one
+        return write(writer, data)
+
+    monkeypatch.setattr(torch.optim, "Adam", CountingAdam)
+    monkeypatch.setattr(event_file_writer._AsyncWriter, "write", stopping_write)
+    proc = run_main("ppo.py", *STOPPED["ppo.py"], "--save-model", cwd=tmp_path)
+    assert proc.returncode == 143 and "Traceback" not in proc.stderr and sent, proc.stderr
+    assert "interrupted at step 192 (after iteration 3" in proc.stderr and len(steps) == 3 * 4
+    (run_dir,) = run_dirs(tmp_path)
+    saved = torch.load(run_dir / "ppo.pt", weights_only=True)
+    assert (saved["iteration"], saved["global_step"]) == (3, 192)
+    assert [step for step, _ in read_scalars(run_dir)["losses/value_loss"]] == [64, 128, 192]
+
+
 def test_a_second_stop_during_the_save_leaves_no_half_written_file(tmp_path, monkeypatch):
     """A first SIGTERM in an update, a second while the final save writes: the process ends at once (143), the
     temporary file is removed, and the checkpoint --checkpoint-every wrote before (iteration 2) is intact."""

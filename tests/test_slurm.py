@@ -122,8 +122,7 @@ def test_a_cancelled_task_is_unfinished_and_continues_from_its_checkpoint(slurm,
     interrupted. Submitted again, it continues from that checkpoint in the same run folder and ends done: every
     iteration logged once, to the last; the report reads the resumed run as one run."""
     command = f"{sys.executable} {REPO / 'ppo.py'} {TINY} --total-timesteps 4096 --checkpoint-every 1"
-    # grace: time for the run to save and exit on a loaded machine (CI's parallel subsets made 10 s too short once),
-    # kept under Slurm's default KillWait of 30 s
+    # grace: time for the run to save and exit on a loaded machine, kept under Slurm's default KillWait of 30 s
     grid = ["--command", command, "--env-ids", "CartPole-v1", "--seeds", 1, "--out", "out", "--grace", 25]
     job = submit(slurm, tmp_path, *grid)
     deadline = time.time() + 300  # a safety net against a hang, not a timing assertion
