@@ -254,7 +254,7 @@ def test_a_full_disk_keeps_the_last_complete_checkpoint(tmp_path):
 
 def stop_in_update(monkeypatch, step):
     """Send this process a SIGTERM just before the optimizer's step-th step (counted over the run), in the middle of an
-    update, as a scheduler would at any moment."""
+    update, as a scheduler would at any moment (step None: none). Returns the list that counts the steps."""
     steps = []
 
     class StoppedAdam(torch.optim.Adam):
@@ -319,12 +319,7 @@ def test_a_stop_inside_tensorboards_writer_ends_the_run_at_the_end_of_the_iterat
     the closed logs, and iteration 4 not begun."""
     from tensorboard.summary.writer import event_file_writer
 
-    steps, sent, write = [], [], event_file_writer._AsyncWriter.write
-
-    class CountingAdam(torch.optim.Adam):
-        def step(self, *args, **kwargs):
-            steps.append(1)
-            return super().step(*args, **kwargs)
+    steps, sent, write = stop_in_update(monkeypatch, step=None), [], event_file_writer._AsyncWriter.write
 
     def stopping_write(writer, data):
         if len(steps) == 3 * 4 and not sent:  # iteration 3's update is over: the first write logs its losses
@@ -332,7 +327,6 @@ def test_a_stop_inside_tensorboards_writer_ends_the_run_at_the_end_of_the_iterat
             os.kill(os.getpid(), signal.SIGTERM)  # its handler runs here, with the writer's frames below this one
         return write(writer, data)
 
-    monkeypatch.setattr(torch.optim, "Adam", CountingAdam)
     monkeypatch.setattr(event_file_writer._AsyncWriter, "write", stopping_write)
     proc = run_main("ppo.py", *STOPPED["ppo.py"], "--save-model", cwd=tmp_path)
     assert proc.returncode == 143 and "Traceback" not in proc.stderr and sent, proc.stderr
