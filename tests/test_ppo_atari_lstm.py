@@ -72,6 +72,40 @@ def test_l3_state_is_zeroed_where_an_episode_starts():
     assert not torch.allclose(out[3:, 0], no_reset.reshape(T, B, 128)[3:, 0])  # the reset changed env 0
 
 
+@pytest.mark.parametrize("p_start", [0.0, 0.05, 0.5, 1.0])
+def test_one_lstm_call_per_stretch_computes_what_one_call_per_step_computes(p_start):
+    """get_states runs the LSTM once per stretch between episode starts; stepping it one step at a time, with the
+    state zeroed where an episode starts, must give the same outputs, final state and gradients."""
+    torch.manual_seed(1)
+    agent = lstm.Agent(fake_envs())
+    T, B = 32, 3
+    x = torch.randint(0, 256, (T * B, 1, 84, 84), dtype=torch.uint8)
+    done = (torch.rand(T, B) < p_start).float()
+    done[[4, 5, 17], [0, 0, 2]] = 1  # starts in two steps in a row, and in another env
+    state = tuple(torch.randn(1, B, 128) for _ in range(2))
+
+    def by_step():  # independent: one call per step
+        feats = agent.network(agent.pixels(x)).reshape(T, B, 512)
+        h, c = state
+        outputs = []
+        for t in range(T):
+            keep = (1 - done[t]).reshape(1, B, 1)
+            o, (h, c) = agent.lstm(feats[t : t + 1], (keep * h, keep * c))
+            outputs.append(o[0])
+        return torch.cat(outputs), h, c
+
+    results = []
+    for run in (lambda: agent.get_states(x, state, done.reshape(-1)), by_step):
+        agent.zero_grad()
+        out = run()
+        out, h, c = (out[0], *out[1]) if len(out) == 2 else out
+        (out.square().sum() + h.sum() + c.sum()).backward()
+        results.append([out, h, c] + [p.grad.clone() for p in agent.parameters() if p.grad is not None])
+    assert len(results[0]) == len(results[1]) > 3
+    for got, expected in zip(*results):  # the LSTM's weight gradients sum over the steps in another order: rounding
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+
+
 class RecordingAgent(lstm.Agent):
     """The script's Agent, remembering every call: rollout calls (action=None) and training calls.
     break_l3 / break_l5 make training ignore the episode starts / the saved state: the checks must catch both."""
