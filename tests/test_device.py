@@ -168,6 +168,8 @@ class CudaIsMeta(TorchFunctionMode):
             if self.on_gpu(kwargs.get("device")):
                 kwargs["device"] = self.gpu.meta(kwargs["device"])
             return func(*args, **kwargs)
+        if func is torch.Tensor.tolist and isinstance(args[0], OnGpu):  # a GPU copies the values to the host
+            return args[0].host.tolist()  # (torch refuses tolist() on a tensor subclass)
         if self.on_gpu(kwargs.get("device")):
             device, kwargs["device"] = self.gpu.meta(kwargs["device"]), torch.device("cpu")
             return tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, func(*args, **kwargs))
