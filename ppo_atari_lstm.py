@@ -319,7 +319,7 @@ class Agent(nn.Module):
         hidden = self.network(self.pixels(x)).reshape(-1, num_envs, self.lstm.input_size)  # [A9] (T, B, 512)
         keep = (1.0 - done).reshape(-1, num_envs, 1)  # (T, B, 1)
         # the steps where some episode starts cut the sequence into stretches with no reset inside: one LSTM call per
-        # stretch computes what one call per step computes (up to float rounding), many times faster (docs/speed.md)
+        # stretch computes what one call per step computes (up to float rounding), faster (docs/speed.md)
         starts = torch.nonzero(done.reshape(-1, num_envs)[1:].any(1)).flatten() + 1
         bounds = [0, *starts.tolist(), hidden.shape[0]]
         h, c = lstm_state
