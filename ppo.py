@@ -15,6 +15,7 @@ import contextlib
 import copy
 import importlib.metadata
 import importlib.util
+import io
 import itertools
 import json
 import os
@@ -24,7 +25,6 @@ import re
 import shutil
 import sys
 import time
-import traceback
 from collections import deque
 from dataclasses import dataclass
 from typing import Optional
@@ -355,7 +355,7 @@ def main(args: Args) -> None:
     global_step = run.start_iteration * args.batch_size
     next_obs, _ = envs.reset(seed=run.seed)
     next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
-    with run:  # Ctrl-C or SIGTERM ends the loop at an iteration boundary; then the last save, the logs closed
+    with run:  # Ctrl-C or SIGTERM: the loop ends within an env step or a mini-batch; the last whole iteration is saved
         for iteration in run.iterations():  # between two: the progress line, checkpoints (--checkpoint-every)
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)
@@ -455,37 +455,32 @@ FREE_ON_RESUME = ("total_timesteps", "target_return", "cuda", "compile", "track"
                   "wandb_entity", "capture_video", "save_model", "checkpoint_every", "eval_episodes", "num_threads",
                   "backend", "device_ids", "dist_timeout")
 ENV_SETTINGS = ("env_id", "distribution_mode")  # what --eval-checkpoint takes from the checkpoint
-LOCKING = ("threading", "queue", "tensorboard", "torch.utils.tensorboard")  # TensorBoard's writer and its locks
 
 
-class Run:
+class Run(contextlib.AbstractContextManager):  # with run: the training loop, which a stop ends (__exit__)
     """parts: what a checkpoint holds besides the settings (model=agent, ...), with state_dict and load_state_dict."""
 
+    class Stop(Exception):
+        """Raised at a safe point (check) after a stop signal: it ends the training loop, and __exit__ handles it."""
+
     def __init__(self, args, rank=0):  # rank: under torchrun, only rank 0 writes. Checks, checkpoint, run folder
-        self.args, self.rank, self.script, self.training, self.stopped_by = args, rank, os.path.basename(__file__), None, 0
-        self.reached = False  # --target-return
-        self.name, self.dir, self.made, self.writer, self.state, self.wandb_id = "", None, None, None, None, None
-        self.world = 1  # processes under torchrun
-        signal.signal(signal.SIGINT, self.on_signal)  # until training starts, a stop leaves nothing (on_signal)
-        signal.signal(signal.SIGTERM, self.on_signal)
-        self.recent_returns = deque(maxlen=20)  # of the last episodes: the progress line, --target-return
+        self.args, self.rank, self.script, self.stopped_by = args, rank, os.path.basename(__file__), 0
+        self.name, self.dir, self.made, self.writer, self.state, self.written, self.wandb_id = "", *[None] * 6
+        self.reached, self.start_iteration, self.done, self.world = False, 0, 0, 1  # done: the last whole iteration
+        stops = (signal.SIGINT, signal.SIGTERM) if args.eval_checkpoint is None else ()  # Ctrl-C, a scheduler's stop
+        self.handlers = {s: signal.signal(s, self.on_signal) for s in stops}  # training's, until main ends (restore)
         self.flag, self.path = ("--resume", args.resume) if args.resume else ("--eval-checkpoint", args.eval_checkpoint)
         self.checkpoint = self.read_checkpoint() if self.path is not None else {}
         if (problem := args.problem()) is not None:
             self.fail(problem)
         self.start_iteration = self.checkpoint.get("iteration", 0) if args.resume is not None else 0
-        saved = self.checkpoint.get("recent_returns", []) if args.resume is not None else []  # its last 20 games
-        if args.target_return is not None and len(saved) == 20 and np.mean(saved) >= args.target_return:
-            self.fail(f"--resume {args.resume}: its last 20 games reach --target-return {args.target_return} (mean "
-                      f"{np.mean(saved):.2f}); give a higher one, or --target-return None, to train on")
-        self.recent_returns.extend(saved if rank == 0 else [])  # they count on (progress line, --target-return)
         if args.resume is not None and self.start_iteration >= args.num_iterations:
             self.fail(f"--resume {args.resume}: the run has done all its {self.start_iteration} iterations; give a "
                       f"larger --total-timesteps than {args.total_timesteps} to extend it")
-        # --resume: a seed drawn from (seed, iteration reached): new random numbers on every device and in the envs;
-        # below 2**30, as --seed, so that every env's seed (+ its index) stays within the int32 that envpool takes
-        seeds = np.random.SeedSequence([args.seed, self.start_iteration])
-        self.seed = args.seed if args.resume is None else int(seeds.generate_state(1)[0]) % 2**30
+        saved = self.checkpoint.get("recent_returns", []) if args.resume and rank == 0 else []  # a resume counts on
+        self.recent_returns = deque(saved, maxlen=20)  # the last episodes' returns: progress line, --target-return
+        seeds = np.random.SeedSequence([args.seed, self.start_iteration])  # --resume: new random numbers everywhere,
+        self.seed = args.seed if args.resume is None else int(seeds.generate_state(1)[0]) % 2**30  # < 2**30 as --seed
         self.name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"  # one level
         if args.resume is not None:  # the run goes on in its own folder
             self.dir = os.path.dirname(args.resume) or "."
@@ -494,38 +489,34 @@ class Run:
             if args.capture_video and rank == 0:  # the envs record into videos/{run_name}
                 os.makedirs("videos", exist_ok=True)
             if args.resume is None and rank == 0 and (args.eval_checkpoint is None or args.capture_video):
-                # a folder of its own: os.mkdir is atomic, so runs started in the same second get -2, -3, ...; an
-                # evaluation that records reserves one in videos/ the same way, and records into its eval/
-                parent = "runs" if args.eval_checkpoint is None else "videos"
+                parent = "runs" if args.eval_checkpoint is None else "videos"  # a recorded evaluation's in videos/
                 for name in (self.name if n == 1 else f"{self.name}-{n}" for n in itertools.count(1)):
-                    with contextlib.suppress(FileExistsError):  # taken: try the next suffix
+                    with contextlib.suppress(FileExistsError):  # mkdir is atomic: a name taken gets -2, -3, ...
                         os.makedirs(f"{parent}/{name}")
                         break
                 self.dir, self.name = f"{parent}/{name}", name if parent == "runs" else f"{name}/eval"
-                self.made = self.dir if parent == "runs" else None  # what a stop before training removes
+                self.made = self.dir if parent == "runs" else None  # what fail removes if the run trained nothing
         except OSError as e:  # a file of that name, or no permission
             self.fail(f"cannot make the folder {e.filename} ({e.strerror})")
 
     def read_checkpoint(self):  # if this script wrote it; its settings become the run's
         flag, path, args = self.flag, self.path, self.args
-        if not os.path.isfile(path):
-            self.fail(f"{flag} {path}: no such file")
         try:
             checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        except FileNotFoundError:
+            self.fail(f"{flag} {path}: no such file")
         except Exception as e:  # empty, truncated, corrupt, or not a torch file at all
             self.fail(f"{flag} {path}: not a readable checkpoint ({type(e).__name__})")
         if not (isinstance(checkpoint, dict) and "script" in checkpoint and isinstance(checkpoint.get("args"), dict)):
             self.fail(f"{flag} {path}: not a checkpoint saved by --save-model (a bare state dict? an older format?)")
         if checkpoint["script"] != self.script:
             self.fail(f"{flag} {path}: this checkpoint was written by {checkpoint['script']}; use that script")
-        # a flag is given when typed on this script's command line (--cuda, --no-cuda, --num-envs=4), or, from code
-        # (main(Args(...)) in another program), when off its default
         typed = {word[2:].split("=")[0].replace("-", "_").removeprefix("no_") for word in sys.argv[1:]
                  if word.startswith("--")} if os.path.realpath(sys.argv[0]) == os.path.realpath(__file__) else set()
         names = vars(args) if flag == "--resume" else [name for name in ENV_SETTINGS if name in vars(args)]
         for name in [name for name in names if name in checkpoint["args"] and name not in ("resume", "eval_checkpoint")]:
             value, saved = getattr(args, name), checkpoint["args"][name]
-            given = name in typed or value != getattr(type(args)(), name)
+            given = name in typed or value != getattr(type(args)(), name)  # typed (--no-cuda), or off its default
             if given and value != saved and (flag == "--eval-checkpoint" or name not in FREE_ON_RESUME):
                 self.fail(f"--{name.replace('_', '-')} {value}: the checkpoint was trained with {saved}; leave it out")
             setattr(args, name, value if given else saved)
@@ -539,11 +530,13 @@ class Run:
                 self.fail(f"{self.flag} {self.path}: its {name} does not fit this script's {name} for {self.args.env_id}")
 
     def start(self, envs, **parts):  # --resume loads the parts; rank 0 opens the logs and returns them
-        args, self.envs, self.parts = self.args, envs, parts
+        args, self.envs, self.parts, env_step = self.args, envs, parts, envs.step
         if torch.distributed.is_available() and torch.distributed.is_initialized():  # under torchrun
             self.world = torch.distributed.get_world_size()
         if args.resume is not None:
             self.load(**parts)
+        envs.step = lambda *a, **k: self.check() or env_step(*a, **k)  # a stop's safe points: before each env step
+        parts["optimizer"].register_step_pre_hook(self.check)  # and each optimizer step (one a mini-batch)
         if self.rank != 0:
             return None
         if args.track:  # --resume: the same wandb run. Without a network, wandb.init gives up after a timeout: log offline
@@ -553,26 +546,23 @@ class Run:
                 self.fail('--track needs wandb: pip install -e ".[wandb]"')
             kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, name=self.name,
                           config=vars(args), save_code=True, resume="allow", id=self.checkpoint.get("wandb_id"))
+            if not (timeout := os.environ.get("WANDB_INIT_TIMEOUT", "30")).replace(".", "", 1).isdigit():  # wandb's: 90
+                self.fail(f"WANDB_INIT_TIMEOUT={timeout}: not a number of seconds")
             try:
-                timeout = float(os.environ.get("WANDB_INIT_TIMEOUT", 30))  # seconds; wandb's own default is 90
-            except ValueError:
-                self.fail(f"WANDB_INIT_TIMEOUT={os.environ['WANDB_INIT_TIMEOUT']}: not a number of seconds")
-            try:
-                wandb.init(**kwargs, settings=wandb.Settings(init_timeout=timeout))
+                wandb.init(**kwargs, settings=wandb.Settings(init_timeout=float(timeout)))
             except Exception as e:
                 print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline (wandb sync)", file=sys.stderr)
                 wandb.init(**kwargs, mode="offline")
             self.wandb_id = wandb.run.id
-        versions = {"python": platform.python_version()}  # the libraries that made this run, for the reports
-        for package in ("torch", "gymnasium", "envpool", "ale-py", "mujoco"):
-            with contextlib.suppress(importlib.metadata.PackageNotFoundError):  # those installed
-                versions[package] = importlib.metadata.version(package)
-        with open(f"{self.dir}/args.json", "w") as f:  # the run's resolved settings, for the benchmark tools
-            json.dump({"script": self.script, "versions": versions, **vars(args)}, f, indent=1)
+        installed = {dist.name: dist.version for dist in importlib.metadata.distributions()}
+        versions = {"python": platform.python_version(), **{name: installed[name] for name in ("torch", "gymnasium",
+                    "envpool", "ale-py", "mujoco") if name in installed}}  # the libraries that made the run
+        info = {"script": self.script, "versions": versions, **vars(args)}  # what made the run, for the reports
+        with open(f"{self.dir}/args.json", "w") as f:
+            json.dump(info, f, indent=1)
         # --resume: TensorBoard hides what the stopped process logged after its checkpoint, so no step appears twice
         self.writer = SummaryWriter(self.dir, purge_step=self.start_iteration * args.batch_size + 1 if args.resume else None)
-        self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(
-            f"|{key}|{value}|" for key, value in {**vars(args), "versions": versions}.items()))
+        self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in info.items()))
         return self.writer
 
     def iterations(self):  # between two and after the last: progress, the state to save, --checkpoint-every's save
@@ -585,8 +575,7 @@ class Run:
                 self.writer.add_scalar("charts/SPS", sps, step)
                 if self.done % max(1, args.num_iterations // 20) == 0 or self.done in (1, args.num_iterations) \
                         or time.time() - printed >= 60:
-                    printed = time.time()
-                    eta = int((args.num_iterations - self.done) * args.batch_size / max(sps, 1))
+                    printed, eta = time.time(), int((args.num_iterations - self.done) * args.batch_size / max(sps, 1))
                     recent = f"{np.mean(self.recent_returns):8.2f}" if self.recent_returns else "       -"
                     print(f"step {step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | return (last "
                           f"{len(self.recent_returns):>2}) {recent} | ETA {eta // 3600:02d}:{eta // 60 % 60:02d}:"
@@ -594,12 +583,10 @@ class Run:
             reached = args.target_return is not None and len(self.recent_returns) == 20 and \
                 bool(np.mean(self.recent_returns) >= args.target_return)  # rank 0's episodes (others record none)
             if self.rank == 0 and (args.save_model or args.checkpoint_every):
-                self.state = {"script": self.script, "args": dict(vars(args)), "iteration": self.done,
-                              "global_step": step, "wandb_id": self.wandb_id, "target_reached": reached,
-                              "recent_returns": list(self.recent_returns),
+                self.state = {"script": self.script, "args": dict(vars(args)), "iteration": self.done, "global_step": step,
+                              "wandb_id": self.wandb_id, "target_reached": reached, "recent_returns": [*self.recent_returns],
                               **{name: copy.deepcopy(part.state_dict()) for name, part in self.parts.items()}}
-                if args.checkpoint_every and self.start_iteration < self.done < args.num_iterations and \
-                        self.done % args.checkpoint_every == 0:
+                if args.checkpoint_every and self.done > self.start_iteration and self.done % args.checkpoint_every == 0:
                     self.saved = self.save()
             flags = torch.tensor([self.stopped_by, not self.saved, reached])
             if self.world > 1:  # under torchrun what one rank says holds for all ranks, so that they stop together
@@ -611,49 +598,45 @@ class Run:
             yield self.done + 1
 
     def save(self):  # to a temporary file, fsync, rename: never a half-written checkpoint; False when it failed
-        path = f"{self.dir}/{self.args.exp_name}.pt"
+        path, state = f"{self.dir}/{self.args.exp_name}.pt", self.state
         try:
             with open(path + ".tmp", "wb") as f:
-                torch.save(self.state, f)
+                torch.save(state, f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(path + ".tmp", path)
             print(f"model saved to {path}")
+            self.written = state
             return True
         except (OSError, RuntimeError) as e:  # a full disk (torch reports it as a RuntimeError)
             print(f"{self.script}: error: cannot save {path} ({getattr(e, 'strerror', None) or 'disk full?'}); the "
                   f"last complete checkpoint is kept", file=sys.stderr)
-            return False
-        finally:  # also after a second stop signal during the write
             with contextlib.suppress(OSError):
                 os.remove(path + ".tmp")
+            return False
 
-    def on_signal(self, signum, frame):
-        if self.training is None:  # before the first iteration: a run that trained nothing leaves nothing
-            self.fail(None, code=128 + signum)  # what a shell reports: 130 after Ctrl-C, 143 after SIGTERM
-        # the first: in training, stop now and drop the iteration under way (torchrun: all ranks at the next boundary)
-        first, self.stopped_by = not self.stopped_by, self.stopped_by or signum
-        if not first and self.world == 1:  # a second: exit now. Under torchrun each rank gets a stop twice (the
-            raise SystemExit(128 + signum)  # terminal's, torchrun's): one stop; torchrun kills a rank that hangs
-        # but not inside LOCKING's modules: an exception raised between two of their lock operations can leave a lock
-        # broken and writer.close() waiting forever; a stop that comes there ends the run at the end of the iteration
-        locking = any(f.f_globals.get("__name__", "").startswith(LOCKING) for f, _ in traceback.walk_stack(frame))
-        if self.training and self.world == 1 and not locking:
-            raise KeyboardInterrupt
+    def on_signal(self, signum, frame):  # records the stop, for check() and the iteration's end; raises nothing
+        if self.stopped_by and self.world == 1:  # a second: the process ends now, as by the signal's default action,
+            if self.state is not self.written:  # once the last whole iteration is saved (a save under way: anew)
+                self.save()
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        self.stopped_by = self.stopped_by or signum
 
-    def __enter__(self):  # from here a stop ends training at an iteration boundary and keeps what was saved
-        self.training = True
+    def check(self, *_):  # a safe point: a stop drops the iteration under way (under torchrun, where a rank gets each
+        if self.stopped_by and self.world == 1:  # stop twice, all ranks stop together at its end)
+            raise self.Stop
 
     def __exit__(self, kind, error, trace):  # the loop is over: finished, stopped, or failed with an error
-        self.training, args, clean = False, self.args, kind is None or kind is KeyboardInterrupt
+        args, clean = self.args, kind in (None, self.Stop)
+        trained, step = self.done > self.start_iteration, self.done * args.batch_size  # the saved state's step
         if self.reached and self.rank == 0:  # a stop as at the end: the last save, exit code 0
-            print(f"target reached at step {self.done * args.batch_size}: the mean return of the last 20 episodes is "
+            print(f"target reached at step {step}: the mean return of the last 20 episodes is "
                   f"{np.mean(self.recent_returns):.2f} >= --target-return {args.target_return}; training ends", flush=True)
-            self.writer.add_text("target_reached", f"step {self.done * args.batch_size}", self.done * args.batch_size)
-        if self.stopped_by and self.rank == 0:
-            print(f"\ninterrupted at step {self.done * args.batch_size} (after iteration {self.done}, the last whole "
-                  f"one): closing logs in {self.dir}", file=sys.stderr)
-        if clean and self.saved and self.state is not None:  # the state after the last whole iteration
+            self.writer.add_text("target_reached", f"step {step}", step)
+        if self.stopped_by and trained and self.rank == 0:
+            print(f"\ninterrupted at step {step} (after iteration {self.done}, the last whole one)", file=sys.stderr)
+        if clean and trained and self.saved and self.state is not self.written:  # the state after the last iteration
             self.saved = self.save()
         self.envs.close()
         try:
@@ -669,16 +652,23 @@ class Run:
             if clean:  # wait for every rank: gloo's own thread frees the last all-reduce's tensors (under the GIL)
                 torch.distributed.barrier()  # after the call returns, and a rank that is exiting by then aborts
             torch.distributed.destroy_process_group()
-        if clean and (self.stopped_by or not self.saved):  # 130 after Ctrl-C, 143 after SIGTERM, 1 after a failed save
-            raise SystemExit(128 + self.stopped_by if self.stopped_by else 1)
+        if clean and trained and self.rank == 0:
+            print(f"logs in {self.dir}: tensorboard --logdir {os.path.dirname(self.dir) or '.'}")
+        if clean and (self.stopped_by or not self.saved):  # 130 after Ctrl-C, 143 after SIGTERM (as a shell reports a
+            self.fail(None, code=128 + self.stopped_by if self.stopped_by else 1)  # process so ended), 1: a failed save
+        self.restore()
         return clean  # the stop is handled: no traceback; an error goes on with its own
 
+    def restore(self):  # the signal handlers from before the run
+        for s, handler in self.handlers.items():
+            signal.signal(s, handler or signal.SIG_DFL)  # None: one not set from Python
+
     def fail(self, message, code=2):  # one line on stderr, exit code 2, like argparse; what the run made goes again
-        if self.rank != 0 and message:  # torchrun stops every rank once one exits: a pause, so that rank 0 says the
-            time.sleep(5)  # errors all ranks meet (once); an error of this rank alone comes after it
-        if message:
+        self.restore()
+        if message:  # torchrun stops every rank once one exits: a pause on the others, so that rank 0 says the errors
+            time.sleep(5 if self.rank != 0 else 0)  # all ranks meet (once); an error of one rank alone comes after it
             print(f"{self.script}: error: {message}", file=sys.stderr)
-        if self.made:  # the new run's folder: args.json and logs of a run that trained nothing
+        if self.made and self.done == self.start_iteration:  # the new run's folder, if it trained nothing: no trace
             shutil.rmtree(self.made, ignore_errors=True)
         for folder in (f"videos/{self.name}", self.dir or "", "videos", "runs"):
             with contextlib.suppress(OSError):
@@ -687,4 +677,13 @@ class Run:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    try:  # tyro's error box (--total-timesteps abc) said in one line, as every error here
+        with contextlib.redirect_stderr(io.StringIO()) as box:
+            args = tyro.cli(Args)
+    except SystemExit as e:  # what is wrong: the box's first section, after its title, up to a rule or a blank line
+        lines = [" ".join(line.strip(" │").split()) for line in box.getvalue().splitlines()[1:]]
+        if e.code:  # --help exits with 0
+            message = " ".join(itertools.takewhile(lambda line: line.strip("─"), lines)).removeprefix("Error parsing ")
+            print(f"{os.path.basename(__file__)}: error: {message} (see --help)", file=sys.stderr)
+        raise
+    main(args)

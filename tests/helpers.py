@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -122,6 +123,22 @@ def run_main(name, *args, cwd, module=None):
         for s, handler in handlers.items():
             signal.signal(s, handler)
     return SimpleNamespace(returncode=returncode, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+def run_patched(name, patch, *args, cwd, timeout=300):
+    """Run the script's main(tyro.cli(Args)) in a subprocess after `patch`, Python source run with the script loaded as
+    `module` (and os, signal, torch imported): for runs that a signal may end, which run_main's process must not be."""
+    driver = "\n".join([
+        "import importlib.util, os, signal, torch",
+        f"spec = importlib.util.spec_from_file_location('script', {str(REPO / name)!r})",
+        "module = importlib.util.module_from_spec(spec)",
+        "spec.loader.exec_module(module)",
+        textwrap.dedent(patch),
+        f"module.main(module.tyro.cli(module.Args, args={[str(a) for a in args]!r}))",
+    ])
+    Path(cwd).mkdir(parents=True, exist_ok=True)
+    return subprocess.run([sys.executable, "-c", driver], cwd=cwd, env=test_env(), capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @contextlib.contextmanager

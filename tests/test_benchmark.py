@@ -391,7 +391,10 @@ def test_error_line_of_a_failed_run(tmp_path):
                           text=True, cwd=tmp_path, env=test_env())
     assert proc.returncode == 2
     log.write_text("$ python ppo.py\n" + proc.stdout + proc.stderr)
-    assert runner.error_line(log).startswith("Unrecognized options: --learning-rat")  # tyro's message, not its border
+    assert runner.error_line(log) == "ppo.py: error: Unrecognized options: --learning-rat, 1 (see --help)"
+    box = "╭─ Unrecognized options ─────╮\n│ Unrecognized options: --x │\n│ ────────────────────────── │\n╰───╯\n"
+    log.write_text("$ python other.py\n" + box)  # another program's tyro box: its message, not its border
+    assert runner.error_line(log) == "Unrecognized options: --x"
     log.write_text("step 1\nTraceback (most recent call last):\n  File x\nValueError: bad\n")
     assert runner.error_line(log) == "ValueError: bad"
 

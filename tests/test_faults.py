@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from helpers import (ENVPOOL_SCRIPTS, NEEDS, REPO, SCRIPTS, assert_ok, assert_usage_error, load_script, need,
-                     read_every_metric, read_scalars, run_dirs, run_main, run_script, small_disk, test_env)
+                     read_every_metric, read_scalars, run_dirs, run_main, run_patched, run_script, small_disk, test_env)
 
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
 
@@ -150,6 +150,37 @@ def test_capture_video_without_pygame_is_refused_before_training(tmp_path, monke
 ])
 def test_bad_arguments_are_one_line(tmp_path, args, fragments):
     assert_usage_error(run_main("ppo.py", *args, cwd=tmp_path), *fragments)
+    assert_no_run(tmp_path)
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--total-timesteps", "abc"], ["ppo.py: error: --total-timesteps: invalid literal for int()", "'abc'"]),
+    (["--total-timestep", "5"], ["Unrecognized options: --total-timestep, 5"]),
+    (["--num-envs"], ["'--num-envs'"]),
+    (["--target-return", "high"], ["--target-return", "['high']"]),
+])
+def test_values_tyro_cannot_parse_are_one_line(tmp_path, args, fragments):
+    """What tyro rejects (a value of the wrong type, an unknown flag, a missing value) is one line too, as the script
+    is run: not tyro's box of a dozen lines."""
+    proc = run_script("ppo.py", *args, cwd=tmp_path)
+    assert_usage_error(proc, *fragments, "(see --help)")
+    assert "╭" not in proc.stderr and "│" not in proc.stderr
+    assert_no_run(tmp_path)
+    assert run_script("ppo.py", "--help", cwd=tmp_path).stdout.startswith("usage: ")  # --help as before
+
+
+def test_a_finished_run_says_where_its_logs_are(tmp_path):
+    proc = run_main("ppo.py", *TINY, cwd=tmp_path)
+    assert_ok(proc)
+    (run_dir,) = run_dirs(tmp_path)
+    assert proc.stdout.splitlines()[-1] == f"logs in runs/{run_dir.name}: tensorboard --logdir runs"
+
+
+def test_a_missing_mujoco_names_the_projects_extra(tmp_path):
+    patch = "import sys\nsys.modules['mujoco'] = None"  # MuJoCo missing: its import raises ImportError
+    proc = run_patched("ppo_continuous_action.py", patch, "--env-id", "Hopper-v4", cwd=tmp_path)
+    assert_usage_error(proc, "MuJoCo is not installed", 'pip install -e ".[mujoco]"')
+    assert "gymnasium[mujoco]" not in proc.stderr
     assert_no_run(tmp_path)
 
 

@@ -23,7 +23,7 @@ def parts(script):
 
 def test_the_plumbing_is_the_same_text_in_every_script():
     reference = parts("ppo.py")[1]
-    assert reference.endswith('\n\nif __name__ == "__main__":\n    main(tyro.cli(Args))\n')
+    assert reference.endswith("\n        raise\n    main(args)\n")  # the __main__ guard: tyro's parse, then main
     for script in SCRIPTS:
         text = (REPO / script).read_text()
         assert text.count(DIVIDER + "\n# Run plumbing") == 1, script  # one divider

@@ -1,6 +1,8 @@
 """Long runs: periodic checkpoints (--checkpoint-every), --resume, SIGTERM handled like Ctrl-C (exit code 143)."""
 
+import contextlib
 import copy
+import io
 import json
 import os
 import shutil
@@ -9,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,7 +20,7 @@ import torch
 import tyro
 
 from helpers import (ENVPOOL_SCRIPTS, NEEDS, REPO, SCRIPTS, assert_ok, assert_usage_error, load_script, need,
-                     read_every_metric, read_scalars, run_dirs, run_main, run_script, small_disk, test_env)
+                     read_every_metric, read_scalars, run_dirs, run_main, run_patched, run_script, small_disk, test_env)
 
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
 
@@ -313,10 +316,10 @@ def test_a_stop_in_an_update_saves_the_last_whole_iteration(tmp_path, monkeypatc
 
 
 def test_a_stop_inside_tensorboards_writer_ends_the_run_at_the_end_of_the_iteration(tmp_path, monkeypatch):
-    """SIGTERM while the main thread is inside TensorBoard's writer, as iteration 3's losses are logged: no
-    KeyboardInterrupt there (one raised between two of its lock operations can leave writer.close() waiting forever),
-    so iteration 3 ends and the run stops at its boundary: exit 143, the checkpoint after iteration 3, its losses in
-    the closed logs, and iteration 4 not begun."""
+    """SIGTERM while the main thread is inside TensorBoard's writer, as iteration 3's losses are logged: nothing is
+    raised there (an exception between two of its lock operations can leave writer.close() waiting forever), and the
+    iteration's logging has no safe point, so iteration 3 ends and the run stops at its boundary: exit 143, the
+    checkpoint after iteration 3, its losses in the closed logs, and iteration 4 not begun."""
     from tensorboard.summary.writer import event_file_writer
 
     steps, sent, write = stop_in_update(monkeypatch, step=None), [], event_file_writer._AsyncWriter.write
@@ -337,25 +340,152 @@ def test_a_stop_inside_tensorboards_writer_ends_the_run_at_the_end_of_the_iterat
     assert [step for step, _ in read_scalars(run_dir)["losses/value_loss"]] == [64, 128, 192]
 
 
-def test_a_second_stop_during_the_save_leaves_no_half_written_file(tmp_path, monkeypatch):
-    """A first SIGTERM in an update, a second while the final save writes: the process ends at once (143), the
-    temporary file is removed, and the checkpoint --checkpoint-every wrote before (iteration 2) is intact."""
-    stop_in_update(monkeypatch, step=2 * 4 + 2)
-    save, calls = torch.save, []
+SECOND_STOP_IN_A_SAVE = """
+steps, calls, save = [], [], torch.save
 
-    def interrupted_save(obj, f, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:  # after the saves of iterations 1 and 2: the one after the stop
-            f.write(b"half a checkpoint")
+class StoppedAdam(torch.optim.Adam):
+    def step(self, *args, **kwargs):
+        steps.append(1)
+        if len(steps) == FIRST:  # the first SIGTERM, in iteration 3's update (FIRST: None for none)
             os.kill(os.getpid(), signal.SIGTERM)
-        return save(obj, f, *args, **kwargs)
+        return super().step(*args, **kwargs)
 
-    monkeypatch.setattr(torch, "save", interrupted_save)
-    proc = run_main("ppo.py", *STOPPED["ppo.py"], "--checkpoint-every", 1, cwd=tmp_path)
-    assert proc.returncode == 143 and len(calls) == 3
+def interrupted_save(obj, f, *args, **kwargs):
+    calls.append(1)
+    if len(calls) == SAVE:  # this save is half written when the signal(s) come
+        f.write(b"half a checkpoint")
+        for _ in range(SIGNALS):
+            os.kill(os.getpid(), signal.SIGTERM)
+    print(f"torch.save call {len(calls)}", flush=True)
+    return save(obj, f, *args, **kwargs)
+
+torch.optim.Adam, torch.save = StoppedAdam, interrupted_save
+"""
+
+
+@pytest.mark.parametrize("flags, first, save, signals", [
+    (["--save-model"], 2 * 4 + 2, 1, 1),  # a first stop in an update, the second in the final save, the only one
+    (["--checkpoint-every", 1], None, 2, 2),  # both in --checkpoint-every's save of iteration 2
+])
+def test_a_second_stop_during_a_save_ends_the_process_with_the_checkpoint_whole(tmp_path, flags, first, save, signals):
+    """The second SIGTERM ends the process at once, as the signal's default action does (a shell reports 143), but
+    never with the last consistent state lost: the save it interrupts is done anew first. The checkpoint is the state
+    after iteration 2, whole, and no temporary file is left."""
+    patch = SECOND_STOP_IN_A_SAVE.replace("FIRST", str(first)).replace("SAVE", str(save)).replace("SIGNALS", str(signals))
+    proc = run_patched("ppo.py", patch, *STOPPED["ppo.py"], *flags, cwd=tmp_path)
     (run_dir,) = run_dirs(tmp_path)
-    assert sorted(p.name for p in run_dir.glob("*.pt*")) == ["ppo.pt"]
+    assert sorted(p.name for p in run_dir.glob("*.pt*")) == ["ppo.pt"], proc.stderr[-2000:]
     assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 2
+    assert f"torch.save call {save + 1}" in proc.stdout  # the save the signal interrupted, done anew
+    assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_a_second_stop_while_the_logs_close_ends_the_process_at_once(tmp_path):
+    """A second SIGTERM while TensorBoard's writer waits for its queue at close (after the final save): nothing is
+    raised in that lock code; the process ends as by the signal's default action, the checkpoint already whole."""
+    patch = SECOND_STOP_IN_A_SAVE.replace("FIRST", str(2 * 4 + 2)).replace("SAVE", "0").replace("SIGNALS", "0") + """
+import queue
+join = queue.Queue.join
+
+def stopping_join(self):
+    if len(steps) >= FIRST_STEP and not calls[1:]:  # after the stop and the final save: the writer's close
+        calls.append("join")
+        os.kill(os.getpid(), signal.SIGTERM)
+    return join(self)
+
+queue.Queue.join = stopping_join
+""".replace("FIRST_STEP", str(2 * 4 + 2))
+    proc = run_patched("ppo.py", patch, *STOPPED["ppo.py"], "--save-model", cwd=tmp_path)
+    assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stderr[-2000:])
+    assert "interrupted at step 128 (after iteration 2" in proc.stderr and "model saved to" in proc.stdout
+    (run_dir,) = run_dirs(tmp_path)
+    assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 2
+
+
+def test_a_stop_while_the_state_is_taken_names_the_iteration_it_saved(tmp_path, monkeypatch):
+    """SIGINT while the boundary after iteration 3 copies the state to save: nothing is raised there, the run stops at
+    that boundary, and its message names the iteration the checkpoint holds."""
+    module, calls = load_script("ppo.py"), []
+
+    def deepcopy(x):
+        calls.append(1)
+        if len(calls) == 3 * 2 + 1:  # boundaries 0, 1 and 2 each copied the model and Adam: the one after iteration 3
+            os.kill(os.getpid(), signal.SIGINT)
+        return copy.deepcopy(x)
+
+    monkeypatch.setattr(module, "copy", SimpleNamespace(deepcopy=deepcopy))
+    proc = run_main("ppo.py", *TINY, "--save-model", cwd=tmp_path, module=module)
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
+    (run_dir,) = run_dirs(tmp_path)
+    saved = torch.load(run_dir / "ppo.pt", weights_only=True)
+    assert (saved["iteration"], saved["global_step"]) == (3, 192)
+    assert "interrupted at step 192 (after iteration 3, the last whole one)" in proc.stderr
+
+
+def test_a_stop_inside_a_write_to_stdout_lets_the_line_be_written(tmp_path):
+    """SIGTERM inside a write of the progress line to stdout, where wandb's console capture or a logging handler would
+    be: nothing is raised inside that code, the line is written whole, and the run stops at that boundary."""
+    patch = """
+import sys
+
+class Stdout:
+    def write(self, text):
+        if "step       128/" in text:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return sys.__stdout__.write(text)
+
+    def flush(self):
+        sys.__stdout__.flush()
+
+sys.stdout = Stdout()
+"""
+    proc = run_patched("ppo.py", patch, *TINY, "--save-model", cwd=tmp_path)
+    assert proc.returncode == 143, proc.stderr[-2000:]
+    assert any(line.startswith("step       128/256 | SPS") and "| ETA" in line for line in proc.stdout.splitlines())
+    (run_dir,) = run_dirs(tmp_path)
+    assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 2
+    assert "interrupted at step 128 (after iteration 2" in proc.stderr
+
+
+def test_main_leaves_the_signal_handlers_as_it_found_them(tmp_path):
+    """A program that calls main() keeps its own handlers: after a finished run, a stopped one, one that failed, one
+    whose training raised, and an evaluation, SIGINT and SIGTERM have the handlers they had before."""
+
+    def mine(signum, frame):
+        raise AssertionError("not for this test")
+
+    def call_main(module, *args):
+        here = os.getcwd()
+        try:
+            os.chdir(tmp_path)
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                module.main(tyro.cli(module.Args, args=[str(a) for a in args]))
+        except (SystemExit, RuntimeError) as e:
+            return e
+        finally:
+            os.chdir(here)
+
+    class Failing(torch.optim.Adam):
+        def step(self, *args, **kwargs):
+            raise RuntimeError("a fault in training")
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for s in before:
+            signal.signal(s, mine)
+        stopped, failing = load_script("ppo.py"), load_script("ppo.py")
+        stop_at(stopped, 2, num_steps=32)
+        failing.optim = SimpleNamespace(Adam=Failing)
+        outcomes = [call_main(load_script("ppo.py"), *TINY, "--save-model"), call_main(stopped, *TINY),
+                    call_main(load_script("ppo.py"), *TINY, "--env-id", "NoSuchEnv-v0"), call_main(failing, *TINY)]
+        (run_dir, *_) = run_dirs(tmp_path)
+        outcomes.append(call_main(load_script("ppo.py"), "--eval-checkpoint", run_dir / "ppo.pt", "--eval-episodes", 1))
+        handlers = {s: signal.getsignal(s) for s in before}
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    assert [e if e is None else getattr(e, "code", str(e)) for e in outcomes] == [None, 143, 2, "a fault in training", None]
+    assert handlers == {signal.SIGINT: mine, signal.SIGTERM: mine}
 
 
 def record_rollouts(module):
@@ -538,7 +668,7 @@ def test_target_return_ends_training_at_the_first_boundary_where_the_last_20_epi
 
 def test_a_resumed_run_counts_the_games_before_its_stop(tmp_path):
     """The checkpoint keeps the last 20 returns (as logged), and a resume goes on with them: its first progress line
-    averages 20 games, and a --target-return they already reach is refused in one line (nothing left to train); a
+    averages 20 games, and a --target-return they already reach ends it at once, as reached, training nothing; a
     checkpoint without them (saved by an older version) starts counting anew."""
     proc = run_main("ppo.py", *TINY[:4], "--total-timesteps", 64 * 20, "--save-model", cwd=tmp_path)
     assert_ok(proc)
@@ -548,7 +678,9 @@ def test_a_resumed_run_counts_the_games_before_its_stop(tmp_path):
     assert len(returns) >= 20 and torch.load(path, weights_only=True)["recent_returns"] == pytest.approx(returns[-20:])
     proc = run_main("ppo.py", "--resume", path, "--total-timesteps", 64 * 1000, "--target-return", min(returns[-20:]),
                     cwd=tmp_path)
-    assert_usage_error(proc, f"its last 20 games reach --target-return {float(min(returns[-20:]))}", "None")
+    assert_ok(proc)
+    assert proc.stdout.startswith(f"target reached at step {64 * 20}: the mean return of the last 20 episodes is")
+    assert torch.load(path, weights_only=True)["iteration"] == 20  # nothing trained, nothing saved
     proc = run_main("ppo.py", "--resume", path, "--total-timesteps", 64 * 21, "--target-return", "None", cwd=tmp_path)
     assert_ok(proc)
     assert "| return (last 20)" in next(line for line in proc.stdout.splitlines() if line.startswith("step"))
