@@ -268,6 +268,8 @@ class MicrortsVecEnv:
         np.int = int  # gym_microrts 0.2.0 still uses np.int, which numpy 1.24 removed
         try:
             import gym as legacy_gym  # gym 0.18 (gymnasium is `gym` in this file), the one Gym-μRTS 0.2.0 runs on
+            if not legacy_gym.__version__.startswith("0.18."):  # a later gym breaks gym_microrts' import
+                raise ImportError(f"found gym {legacy_gym.__version__}")
             import gym_microrts  # noqa: F401 (registers the Microrts ids)
             import jpype
         except ImportError as e:
