@@ -2,7 +2,9 @@
 env gives, the blog's μRTS CNN [D2], short runs of both scripts, stops, and one-line errors. The tests that need
 Gym-μRTS and Java are skipped, with the reason, where `bash benchmark/install_microrts.sh` has not been run."""
 
+import concurrent.futures
 import importlib
+import multiprocessing
 import signal
 import subprocess
 import sys
@@ -41,14 +43,11 @@ def need_microrts():
     return legacy_gym
 
 
-@pytest.fixture
-def legacy_gym():
-    """gym 0.18 for a test in this process. The JVM that the first env starts takes over SIGINT and SIGTERM (to exit
-    at once): this process's own handlers are put back after the test, as the scripts put theirs back."""
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    yield need_microrts()
-    for s, handler in handlers.items():
-        signal.signal(s, handler)
+def in_a_fresh_process(function, *args):
+    """function(*args) run in a new Python (spawned), its exception raised here. The JVM that the first Gym-μRTS env
+    starts stays in the process until it exits, with its threads and its SIGINT and SIGTERM handlers: not in pytest's."""
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(function, *args).result()
 
 
 def random_action(rng, mask=None):
@@ -82,11 +81,17 @@ class Recorder:
 
 
 @pytest.mark.parametrize("env_id", list(LIMITS))
-def test_adapter_gives_what_the_env_gives(legacy_gym, env_id):
+def test_adapter_gives_what_the_env_gives(env_id):
     """Step for step, with the same seed and actions: the obs (planes first), rewards, masks, terminations and the time
     limit's truncations that the script sees are those of the raw env, and whole episodes in final_info. The raw side
     is the adapter's own envs, recorded; for the two envs against the passive AI also twin envs stepped apart (the
     random AI of RandomEnemy draws from Java's unseeded random numbers: two games of it differ)."""
+    need_microrts()
+    in_a_fresh_process(check_adapter, env_id)
+
+
+def check_adapter(env_id):
+    legacy_gym = importlib.import_module("gym")
     seed, limit, rng = 5, LIMITS[env_id], np.random.default_rng(0)
     envs = md.make_env(env_id, 2, seed, False, "test")
     envs.envs = [Recorder(env) for env in envs.envs]
@@ -141,9 +146,14 @@ def test_adapter_gives_what_the_env_gives(legacy_gym, env_id):
     envs.close()
 
 
-def test_close_leaves_the_jvm_for_the_next_envs(legacy_gym):
+def test_close_leaves_the_jvm_for_the_next_envs():
     """gym_microrts' env.close() shuts the JVM down, and JPype cannot start another in the same process: the adapter's
     close() closes the envs' clients only, so that an evaluation or a test can make envs again."""
+    need_microrts()
+    in_a_fresh_process(check_close)
+
+
+def check_close():
     import jpype
 
     envs = mdm.make_env("MicrortsMining-v1", 1, 1, False, "test")
