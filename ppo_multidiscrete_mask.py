@@ -77,7 +77,8 @@ class Args:
     """path of a checkpoint (runs/{run_name}/{exp_name}.pt): continue that run, in its folder, with its arguments"""
 
     env_id: str = "Jumanji/JobShop-v0"
-    """envpool id of an env with MultiDiscrete actions (Jumanji/JobShop-v0, Jumanji/RobotWarehouse-v0, ...)"""
+    """envpool id of an env with MultiDiscrete actions (Jumanji/JobShop-v0, Jumanji/RobotWarehouse-v0, ...), or a
+    Gym-μRTS 0.2.0 id (MicrortsMining-v1, MicrortsAttackShapedReward-v1, MicrortsRandomEnemyShapedReward3-v1, ...)"""
     total_timesteps: int = 500000
     """env steps to train for, summed over all envs (1e5 to 1e7)"""
     learning_rate: float = 2.5e-4
@@ -248,7 +249,90 @@ class EnvpoolVecEnv:
         self.envs.close()
 
 
+class MicrortsVecEnv:
+    """Gym-μRTS 0.2.0's envs (the blog's), on gym 0.18 in this process, seen as EnvpoolVecEnv presents envpool's:
+    SAME_STEP autoreset [C1], episodes in infos["final_info"], the env's action mask in infos["action_mask"] and
+    MultiDiscrete actions. The observation stays a grid for the CNN: (27, h, w) float32 one-hot planes, planes first.
+
+    gym 0.18's API: reset() returns the obs, step() (obs, reward, done, info). gym's TimeLimit (200, 400 or 600 steps)
+    ends an episode with info["TimeLimit.truncated"]: a truncation here; any other done is a termination. A finished
+    env is reset at once, so the obs and mask returned with done=True are the next episode's first, as in baselines'
+    VecEnv. The mask is the env's own action_mask, 229 values on a 10 x 10 map: the cells of the units that can act
+    now, the 29 parameter choices (all valid), the cells of possible targets. See docs/multidiscrete.md
+    """
+
+    def __init__(self, env_id, num_envs, seed, capture_video):
+        if capture_video:
+            raise ValueError("--capture-video: Gym-μRTS draws its frames in a Java window, which needs a display")
+        np.int = int  # gym_microrts 0.2.0 still uses np.int, which numpy 1.24 removed
+        try:
+            import gym as legacy_gym  # gym 0.18 (gymnasium is `gym` in this file), the one Gym-μRTS 0.2.0 runs on
+            if not legacy_gym.__version__.startswith("0.18."):  # a later gym breaks gym_microrts' import
+                raise ImportError(f"found gym {legacy_gym.__version__}")
+            import gym_microrts  # noqa: F401 (registers the Microrts ids)
+            import jpype
+        except ImportError as e:
+            raise ImportError(f"the Microrts envs need Gym-μRTS 0.2.0 on gym 0.18 ({e}): "
+                              f"bash benchmark/install_microrts.sh (docs/multidiscrete.md)") from None
+        sys.stdout.flush()  # the Java side prints its map's path and reward functions for every env made: not shown
+        stdout, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        try:  # the first make starts the JVM (JPype: one per process, never again once it has been shut down)
+            self.envs = [legacy_gym.make(env_id) for _ in range(num_envs)]
+        except (jpype.JVMNotFoundException, OSError) as e:  # no Java, or a JVM that does not start
+            raise RuntimeError(f"{e} (Gym-μRTS runs in Java: apt-get install openjdk-17-jre-headless)") from None
+        finally:
+            os.dup2(stdout, 1)
+            os.close(stdout), os.close(devnull)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # the JVM took them over (it would exit at once): the script's
+            signal.signal(signum, signal.getsignal(signum))
+        for i, env in enumerate(self.envs):
+            env.seed(seed + i)
+        self.num_envs = num_envs
+        h, w, planes = self.envs[0].observation_space.shape
+        self.single_observation_space = gym.spaces.Box(0.0, 1.0, (planes, h, w), np.float32)
+        self.single_action_space = gym.spaces.MultiDiscrete(self.envs[0].action_space.nvec)
+        self.episode_returns = np.zeros(num_envs)
+        self.episode_lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def observe(self, obs):
+        """The one place where observations become network inputs: (h, w, 27) int one-hot -> (27, h, w) float32."""
+        return np.stack(obs).transpose(0, 3, 1, 2).astype(np.float32)
+
+    def mask(self):
+        return np.stack([env.action_mask for env in self.envs]).astype(bool)  # (num_envs, sum(nvec)), True where valid
+
+    def reset(self, seed=None):  # seeded when made (env i gets seed + i); seed is ignored here, as in EnvpoolVecEnv
+        return self.observe([env.reset() for env in self.envs]), {"action_mask": self.mask()}
+
+    def step(self, actions):
+        obs, final_obs, reward = [], [], np.zeros(self.num_envs)
+        terminations, truncations = np.zeros(self.num_envs, bool), np.zeros(self.num_envs, bool)
+        for i, (env, action) in enumerate(zip(self.envs, actions)):
+            final, reward[i], done, info = env.step(action)
+            truncations[i] = done and info.get("TimeLimit.truncated", False)
+            terminations[i] = done and not truncations[i]
+            final_obs.append(final)
+            obs.append(env.reset() if done else final)  # its action_mask is then the next episode's first
+        dones = np.logical_or(terminations, truncations)
+        self.episode_returns += reward
+        self.episode_lengths += 1
+        infos = {"action_mask": self.mask()}
+        if dones.any():
+            infos["final_obs"] = self.observe(final_obs)  # [X5] the obs at the done, before the reset replaced it
+            infos["final_info"] = {"episode": {"r": self.episode_returns.copy(), "l": self.episode_lengths.copy()},
+                                   "_episode": dones}
+            self.episode_returns[dones], self.episode_lengths[dones] = 0, 0
+        return self.observe(obs), reward, terminations, truncations, infos
+
+    def close(self):  # not env.close(): it shuts the JVM down, and JPype cannot start another in this process
+        for env in self.envs:
+            env.unwrapped.client.close()
+
+
 def make_env(env_id, num_envs, seed, capture_video, run_name):
+    if env_id.startswith("Microrts"):  # Gym-μRTS 0.2.0's ids (MicrortsMining-v1, ...), the envs of the blog's runs
+        return MicrortsVecEnv(env_id, num_envs, seed, capture_video)
     import envpool  # optional: imported only here, so that the file imports without it
     if envpool.__version__ != "1.2.5":  # the release the tests and results were made with; 1.2.7 changed JobShop
         print(f"{os.path.basename(__file__)}: warning: made for envpool 1.2.5, found {envpool.__version__}, whose envs may "
@@ -275,8 +359,23 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 class Agent(nn.Module):
     def __init__(self, envs):
         super().__init__()
-        obs_dim = int(np.prod(envs.single_observation_space.shape))
+        obs_shape = envs.single_observation_space.shape
         self.nvec = envs.single_action_space.nvec.tolist()  # [D1] number of choices of each action component
+        self.network = nn.Identity()  # flat observations go to the two MLPs as they are
+        if len(obs_shape) == 3:  # [C13] the shared-trunk form, for Gym-μRTS's (27, h, w) grid: the blog's small CNN
+            self.network = nn.Sequential(
+                layer_init(nn.Conv2d(obs_shape[0], 16, kernel_size=3, stride=2)),
+                nn.ReLU(),
+                layer_init(nn.Conv2d(16, 32, kernel_size=2)),
+                nn.ReLU(),
+                nn.Flatten(),
+                layer_init(nn.Linear(32 * ((obs_shape[1] - 3) // 2) * ((obs_shape[2] - 3) // 2), 128)),  # 32 x 3 x 3
+                nn.ReLU(),
+            )
+            self.critic = layer_init(nn.Linear(128, 1), std=1.0)  # [C2] value output gain 1
+            self.actor = layer_init(nn.Linear(128, sum(self.nvec)), std=0.01)  # [C2] gain 0.01; [D1] sum(nvec) logits
+            return
+        obs_dim = int(np.prod(obs_shape))
         # [C13] separate policy and value networks, 2 x 64 tanh each (baselines' value_network="copy")
         self.critic = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 64)),
@@ -294,17 +393,18 @@ class Agent(nn.Module):
         )
 
     def get_value(self, x):
-        return self.critic(x)
+        return self.critic(self.network(x))
 
     def get_action(self, x, mask):
         """A sample of the policy and nothing else: what a rollout step needs."""
-        logits = torch.where(mask, self.actor(x), MASKED_LOGIT)  # [X4] as below
+        logits = torch.where(mask, self.actor(self.network(x)), MASKED_LOGIT)  # [X4] as below
         split_logits = torch.split(logits, self.nvec, dim=1)  # [D1] one Categorical per component
         # Categorical(logits=c).sample()'s own draw (one multinomial on the softmax), without building the distributions
         return torch.cat([torch.multinomial(c.softmax(-1), 1, True) for c in split_logits], dim=1)
 
     def get_action_and_value(self, x, mask, action=None):
-        logits = self.actor(x)
+        hidden = self.network(x)
+        logits = self.actor(hidden)
         # [X4] invalid action masking: an invalid action's logit becomes -1e8, so after the softmax its probability is
         # exactly 0 (exp underflows) and its logit gets exactly zero gradient (torch.where passes none to it).
         # mask: (batch, sum(nvec)) booleans, True where valid. -1e8 rather than -inf: no inf - inf = nan anywhere.
@@ -321,7 +421,7 @@ class Agent(nn.Module):
         split_masks = torch.split(mask, self.nvec, dim=1)
         entropy = torch.stack([torch.where(m, -probs.probs * probs.logits, 0.0).sum(1)
                                for m, probs in zip(split_masks, multi_probs)]).sum(0)
-        return action, logprob, entropy, self.critic(x)
+        return action, logprob, entropy, self.critic(hidden)
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
@@ -409,13 +509,14 @@ def main(args: Args) -> None:
     torch.set_num_threads(1)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    # [C1] vectorized architecture: num_envs envs stepped in lockstep, in envpool's C++ threads. SAME_STEP autoreset,
-    # as baselines' VecEnv: the obs returned with done=True is already the first obs of the next episode (EnvpoolVecEnv)
+    # [C1] vectorized architecture: num_envs envs stepped in lockstep (in envpool's C++ threads; μRTS's one by one).
+    # SAME_STEP autoreset, as baselines' VecEnv: the obs returned with done=True is already the next episode's first
     num_envs = 1 if args.eval_checkpoint is not None else args.num_envs
     try:
         envs = make_env(args.env_id, num_envs, run.seed, args.capture_video, run.name)
-    except ImportError:
-        run.fail('the envs come from envpool, which is not installed: pip install -e ".[envpool]"')
+    except ImportError as e:  # envpool's, or for the Microrts ids Gym-μRTS's (its message says what to install)
+        run.fail(str(e) if args.env_id.startswith("Microrts") else
+                 'the envs come from envpool, which is not installed: pip install -e ".[envpool]"')
     except Exception as e:  # envpool refuses unknown ids with an AssertionError
         run.fail(f"cannot make env {args.env_id!r}: {e}")
     if not isinstance(envs.single_action_space, gym.spaces.MultiDiscrete):

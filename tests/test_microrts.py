@@ -1,0 +1,300 @@
+"""Gym-μRTS 0.2.0 (the blog's MultiDiscrete envs) in ppo_multidiscrete*.py: MicrortsVecEnv changes nothing of what the
+env gives, the blog's μRTS CNN (C13's shared trunk), short runs of both scripts, stops, and one-line errors. The tests that need
+Gym-μRTS and Java are skipped, with the reason, where `bash benchmark/install_microrts.sh` has not been run."""
+
+import concurrent.futures
+import importlib
+import multiprocessing
+import signal
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from helpers import (METRICS, REPO, assert_ok, assert_usage_error, load_script, missing, read_scalars, run_dirs,
+                     run_script, test_env)
+
+md = load_script("ppo_multidiscrete.py")
+mdm = load_script("ppo_multidiscrete_mask.py")
+SCRIPTS = ["ppo_multidiscrete.py", "ppo_multidiscrete_mask.py"]
+NVEC = [100, 6, 4, 4, 4, 4, 7, 100]  # a 10 x 10 map: source cell, action type, 4 directions, unit type, target cell
+LIMITS = {"MicrortsMining-v1": 200, "MicrortsAttackShapedReward-v1": 400, "MicrortsRandomEnemyShapedReward3-v1": 600}
+SHORT = ["--env-id", "MicrortsMining-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512"]
+
+
+def need_microrts():
+    """gym 0.18 with Gym-μRTS 0.2.0 and a Java runtime, or `missing` (a skip; a failure in CI) with the reason."""
+    np.int = int  # as the scripts do: gym_microrts 0.2.0 uses np.int, which numpy 1.24 removed
+    try:
+        legacy_gym = importlib.import_module("gym")
+        assert legacy_gym.__version__.startswith("0.18."), f"gym {legacy_gym.__version__}, not 0.18"
+        importlib.import_module("gym_microrts")
+        jpype = importlib.import_module("jpype")
+    except (ImportError, AssertionError) as e:
+        missing(f"Gym-μRTS 0.2.0 on gym 0.18 is not installed ({e}): bash benchmark/install_microrts.sh")
+    if not jpype.isJVMStarted():
+        try:
+            jpype.getDefaultJVMPath()
+        except jpype.JVMNotFoundException as e:
+            missing(f"Gym-μRTS needs a Java runtime ({e}): bash benchmark/install_microrts.sh")
+    return legacy_gym
+
+
+def in_a_fresh_process(function, *args):
+    """function(*args) run in a new Python (spawned), its exception raised here. The JVM that the first Gym-μRTS env
+    starts stays in the process until it exits, with its threads and its SIGINT and SIGTERM handlers: not in pytest's."""
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(function, *args).result()
+
+
+def random_action(rng, mask=None):
+    """One action: each component uniform over its choices, or over the valid ones (all when none is valid)."""
+    action, start = [], 0
+    for n in NVEC:
+        valid = np.arange(n) if mask is None else np.flatnonzero(mask[start:start + n])
+        action.append(rng.choice(valid if len(valid) else np.arange(n)))
+        start += n
+    return np.array(action)
+
+
+class Recorder:
+    """A raw gym 0.18 env that remembers what each reset() and step() returned, and its action_mask after each."""
+
+    def __init__(self, env):
+        self.env, self.log = env, []
+
+    def reset(self):
+        obs = self.env.reset()
+        self.log.append((obs, self.env.action_mask.copy()))
+        return obs
+
+    def step(self, action):
+        out = self.env.step(action)
+        self.log.append((out, self.env.action_mask.copy()))
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+
+@pytest.mark.parametrize("env_id", list(LIMITS))
+def test_adapter_gives_what_the_env_gives(env_id):
+    """Step for step, with the same seed and actions: the obs (planes first), rewards, masks, terminations and the time
+    limit's truncations that the script sees are those of the raw env, and whole episodes in final_info. The raw side
+    is the adapter's own envs, recorded; for the two envs against the passive AI also twin envs stepped apart (the
+    random AI of RandomEnemy draws from Java's unseeded random numbers: two games of it differ)."""
+    need_microrts()
+    in_a_fresh_process(check_adapter, env_id)
+
+
+def check_adapter(env_id):
+    legacy_gym = importlib.import_module("gym")
+    seed, limit, rng = 5, LIMITS[env_id], np.random.default_rng(0)
+    envs = md.make_env(env_id, 2, seed, False, "test")
+    envs.envs = [Recorder(env) for env in envs.envs]
+    twins = [] if "RandomEnemy" in env_id else [legacy_gym.make(env_id) for _ in range(2)]
+    for i, twin in enumerate(twins):
+        twin.seed(seed + i)
+    assert envs.single_action_space == gym.spaces.MultiDiscrete(NVEC)
+    assert envs.single_observation_space.shape == (27, 10, 10)
+    obs, infos = envs.reset()
+    for i, env in enumerate(envs.envs):
+        (raw_obs, raw_mask), = env.log
+        if twins:
+            np.testing.assert_array_equal(twins[i].reset(), raw_obs)
+            np.testing.assert_array_equal(twins[i].action_mask, raw_mask)
+        np.testing.assert_array_equal(obs[i], raw_obs.transpose(2, 0, 1))
+        np.testing.assert_array_equal(infos["action_mask"][i], raw_mask.astype(bool))
+    returns, lengths, episodes, seen = np.zeros(2), np.zeros(2, int), [], [1, 1]
+    for t in range(limit + 20):
+        # env 0 plays valid choices only (its units act, rewards come), env 1 uniform ones (mostly invalid)
+        actions = np.stack([random_action(rng, infos["action_mask"][0]), random_action(rng)])
+        obs, reward, terminations, truncations, infos = envs.step(actions)
+        for i, env in enumerate(envs.envs):
+            calls, seen[i] = env.log[seen[i]:], len(env.log)  # this step's: a step, then a reset if it ended
+            (raw_obs, raw_reward, done, info), raw_mask = calls[0]
+            assert len(calls) == 1 + done
+            if twins:
+                twin_obs, twin_reward, twin_done, twin_info = twins[i].step(actions[i])
+                np.testing.assert_array_equal(twin_obs, raw_obs)
+                assert (twin_reward, twin_done, twin_info.get("TimeLimit.truncated")) == \
+                    (raw_reward, done, info.get("TimeLimit.truncated"))
+                np.testing.assert_array_equal(twins[i].action_mask, raw_mask)
+            assert reward[i] == raw_reward and bool(terminations[i] or truncations[i]) == done
+            assert truncations[i] == (done and info.get("TimeLimit.truncated", False))
+            returns[i] += raw_reward
+            lengths[i] += 1
+            if done:  # the last obs in final_obs; the next episode's first obs and mask come with the done
+                np.testing.assert_array_equal(infos["final_obs"][i], raw_obs.transpose(2, 0, 1))
+                raw_obs, raw_mask = calls[1]
+                if twins:
+                    np.testing.assert_array_equal(twins[i].reset(), raw_obs)
+                    np.testing.assert_array_equal(twins[i].action_mask, raw_mask)
+                assert infos["final_info"]["_episode"][i]
+                assert infos["final_info"]["episode"]["r"][i] == pytest.approx(returns[i])
+                assert infos["final_info"]["episode"]["l"][i] == lengths[i]
+                episodes.append((i, lengths[i], bool(truncations[i])))
+                returns[i], lengths[i] = 0, 0
+            np.testing.assert_array_equal(obs[i], raw_obs.transpose(2, 0, 1))
+            np.testing.assert_array_equal(infos["action_mask"][i], raw_mask.astype(bool))
+    for i, length, truncated in episodes:  # the time limit cuts an episode as a truncation, at exactly its step
+        assert length == limit if truncated else length <= limit
+    if twins:  # against the passive AI nothing ends these games before the limit at random play
+        assert sorted(episodes) == [(0, limit, True), (1, limit, True)]
+    else:  # the random AI may win or lose a game before it (a termination)
+        assert {i for i, _, _ in episodes} == {0, 1}
+    assert obs.dtype == np.float32 and set(np.unique(obs)) <= {0.0, 1.0}
+    envs.close()
+
+
+def test_close_leaves_the_jvm_for_the_next_envs():
+    """gym_microrts' env.close() shuts the JVM down, and JPype cannot start another in the same process: the adapter's
+    close() closes the envs' clients only, so that an evaluation or a test can make envs again."""
+    need_microrts()
+    in_a_fresh_process(check_close)
+
+
+def check_close():
+    import jpype
+
+    envs = mdm.make_env("MicrortsMining-v1", 1, 1, False, "test")
+    envs.reset()
+    envs.close()
+    assert jpype.isJVMStarted()
+    envs = mdm.make_env("MicrortsMining-v1", 1, 1, False, "test")
+    envs.reset()
+    envs.step(np.zeros((1, len(NVEC)), dtype=np.int64))
+    envs.close()
+
+
+def test_d2_the_blogs_microrts_cnn():
+    """The μRTS CNN on a (27, 10, 10) observation: the layer sizes of the blog's μRTS Agent, its forward pass written out with
+    torch.nn.functional, and C2's orthogonal gains (sqrt(2) hidden, 0.01 policy, 1 value)."""
+    envs = type("Envs", (), dict(single_observation_space=gym.spaces.Box(0, 1, (27, 10, 10), np.float32),
+                                 single_action_space=gym.spaces.MultiDiscrete(NVEC)))
+    torch.manual_seed(0)
+    agent = md.Agent(envs)
+    conv1, conv2, linear = (layer for layer in agent.network if isinstance(layer, (torch.nn.Conv2d, torch.nn.Linear)))
+    assert conv1.weight.shape == (16, 27, 3, 3) and conv1.stride == (2, 2)
+    assert conv2.weight.shape == (32, 16, 2, 2) and conv2.stride == (1, 1)
+    assert linear.weight.shape == (128, 32 * 3 * 3)
+    assert agent.actor.weight.shape == (229, 128) and agent.critic.weight.shape == (1, 128)
+    for layer, gain in ((conv1, 2**0.5), (conv2, 2**0.5), (linear, 2**0.5), (agent.actor, 0.01), (agent.critic, 1.0)):
+        singular = torch.linalg.svdvals(layer.weight.detach().flatten(1))
+        torch.testing.assert_close(singular, torch.full_like(singular, gain))
+        assert torch.all(layer.bias == 0)
+    x = torch.randint(0, 2, (5, 27, 10, 10)).float()
+    f = torch.nn.functional
+    hidden = f.relu(f.conv2d(x, conv1.weight, conv1.bias, stride=2))
+    hidden = f.relu(f.conv2d(hidden, conv2.weight, conv2.bias))
+    hidden = f.relu(f.linear(hidden.flatten(1), linear.weight, linear.bias))
+    action, logprob, entropy, value = agent.get_action_and_value(x)
+    torch.testing.assert_close(value, f.linear(hidden, agent.critic.weight, agent.critic.bias))
+    torch.testing.assert_close(agent.get_value(x), value)
+    logits = f.linear(hidden, agent.actor.weight, agent.actor.bias)
+    expected = sum(torch.log_softmax(c, 1).gather(1, a[:, None])[:, 0]
+                   for c, a in zip(torch.split(logits, NVEC, 1), action.T))
+    torch.testing.assert_close(logprob, expected)
+    # the masked script builds the same network, and a flat observation still gets C13's two MLPs (no CNN)
+    assert [p.shape for p in mdm.Agent(envs).parameters()] == [p.shape for p in agent.parameters()]
+    flat = type("Envs", (), dict(single_observation_space=gym.spaces.Box(0, 1, (12,)),
+                                 single_action_space=gym.spaces.MultiDiscrete([3, 4])))
+    assert isinstance(md.Agent(flat).network, torch.nn.Identity)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_short_run_on_mining_copied_alone(tmp_path, script):
+    need_microrts()
+    # the masked one saves and evaluates its model; the other adds gamma * V(obs at the limit) to the reward [X5]
+    save = ["--save-model"] if script == "ppo_multidiscrete_mask.py" else ["--bootstrap-truncated"]
+    proc = run_script(script, *SHORT, *save, cwd=tmp_path, alone=True)
+    assert_ok(proc)
+    assert proc.stdout.splitlines()[0].startswith("step"), proc.stdout[:500]  # the Java side's prints are not shown
+    (run_dir,) = run_dirs(tmp_path)
+    assert run_dir.name.startswith("MicrortsMining-v1__")
+    scalars = read_scalars(run_dir)
+    for tag in METRICS + ["charts/invalid_action_rate"]:
+        assert tag in scalars and all(np.isfinite(v) for _, v in scalars[tag]), tag
+    assert [v for _, v in scalars["charts/episodic_length"]] == [200, 200]  # each env's first game, to the limit
+    rates = [v for _, v in scalars["charts/invalid_action_rate"]]
+    if script == "ppo_multidiscrete_mask.py":  # [X4] invalid only where nothing is valid: at a step when all of the
+        assert all(r < 0.01 for r in rates)  # agent's units are busy, no source cell is (seen: 1 component in 1024)
+    else:  # a near-uniform source cell (100 choices) is rarely one of the units that can act
+        assert all(r > 0.1 for r in rates)
+    if save == ["--save-model"]:
+        proc = run_script(script, "--eval-checkpoint", run_dir / f"{script[:-3]}.pt", "--eval-episodes", "1",
+                          cwd=tmp_path)
+        assert_ok(proc)
+        assert "MicrortsMining-v1: mean return" in proc.stdout
+
+
+@pytest.mark.parametrize("script,signum,code", [("ppo_multidiscrete.py", signal.SIGINT, 130),
+                                                ("ppo_multidiscrete_mask.py", signal.SIGTERM, 143)])
+def test_a_stop_mid_run_saves_the_checkpoint(tmp_path, script, signum, code):
+    """The JVM takes over SIGINT and SIGTERM when it starts (it would exit at once, saving nothing); the adapter gives
+    them back to the script, so Ctrl-C or a scheduler's SIGTERM stops at an iteration boundary with a checkpoint."""
+    need_microrts()
+    proc = subprocess.Popen([sys.executable, str(REPO / script), *SHORT[:6], "--total-timesteps", "100000",
+                             "--save-model"], cwd=tmp_path, env=test_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("step")  # training is under way
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert "interrupted at step" in err and "Traceback" not in err
+    (run_dir,) = run_dirs(tmp_path)
+    saved = torch.load(run_dir / f"{script[:-3]}.pt", weights_only=True)
+    assert saved["global_step"] == saved["iteration"] * 128  # the iterations done when the signal came
+
+
+def test_missing_microrts_is_one_line_error(tmp_path):
+    (tmp_path / "gym_microrts.py").write_text("raise ImportError('No module named gym_microrts')\n")  # shadows it
+    (tmp_path / "gym.py").write_text("__version__ = '0.18.3'\n")  # and gym 0.18, installed or not
+    proc = run_script("ppo_multidiscrete_mask.py", *SHORT, cwd=tmp_path / "cwd", env=test_env(PYTHONPATH=str(tmp_path)))
+    assert_usage_error(proc, "No module named gym_microrts", "bash benchmark/install_microrts.sh")
+    assert not (tmp_path / "cwd" / "runs").exists()
+
+
+def test_a_later_gym_is_one_line_error(tmp_path):
+    (tmp_path / "gym.py").write_text("__version__ = '0.26.2'\n")  # stands in for a gym that gym_microrts cannot use
+    proc = run_script("ppo_multidiscrete.py", *SHORT, cwd=tmp_path / "cwd", env=test_env(PYTHONPATH=str(tmp_path)))
+    assert_usage_error(proc, "found gym 0.26.2", "bash benchmark/install_microrts.sh")
+
+
+# No Java: JPype looks in JAVA_HOME, then /usr/bin/java, then /usr/lib/jvm and the like; here it finds none of them
+NO_JAVA = """import runpy, sys
+import jpype._jvmfinder as finder
+finder.LinuxJVMFinder._locations, finder.LinuxJVMFinder._java = (), "/nonexistent/java"
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_no_java_is_one_line_error(tmp_path):
+    need_microrts()
+    (tmp_path / "no_java.py").write_text(NO_JAVA)
+    env = {key: value for key, value in test_env().items() if key != "JAVA_HOME"}
+    proc = subprocess.run([sys.executable, str(tmp_path / "no_java.py"), str(REPO / "ppo_multidiscrete.py"), *SHORT],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert_usage_error(proc, "No JVM shared library file", "openjdk-17-jre-headless")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_jvm_that_does_not_start_is_one_line_error(tmp_path):
+    need_microrts()
+    (tmp_path / "java" / "lib" / "server").mkdir(parents=True)
+    (tmp_path / "java" / "lib" / "server" / "libjvm.so").write_text("not a library\n")  # JAVA_HOME points at it
+    proc = run_script("ppo_multidiscrete_mask.py", *SHORT, cwd=tmp_path, env=test_env(JAVA_HOME=str(tmp_path / "java")))
+    assert_usage_error(proc, "cannot make env 'MicrortsMining-v1'", "libjvm.so", "openjdk-17-jre-headless")
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--capture-video"], ["--capture-video", "display"]),
+    (["--env-id", "MicrortsNoSuchEnv-v1"], ["cannot make env 'MicrortsNoSuchEnv-v1'"]),
+])
+def test_bad_microrts_input_is_one_line_error(tmp_path, args, fragments):
+    need_microrts()
+    assert_usage_error(run_script("ppo_multidiscrete.py", *SHORT, *args, cwd=tmp_path), *fragments)
