@@ -77,8 +77,8 @@ class Args:
     resume: Optional[str] = None
     """path of a checkpoint (runs/{run_name}/{exp_name}.pt): continue that run, in its folder, with its arguments"""
 
-    env_id: str = "HalfCheetah-v4"
-    """gymnasium id of an env with Box actions and flat observations (Hopper-v4, Walker2d-v5, Pendulum-v1)"""
+    env_id: str = "HalfCheetah-v5"
+    """gymnasium id of an env with Box actions and flat observations (Hopper-v5, Walker2d-v4, Pendulum-v1)"""
     total_timesteps: int = 1000000
     """env steps to train for, summed over all envs (1e6 for the MuJoCo benchmark)"""
     learning_rate: float = 3e-4
@@ -374,8 +374,8 @@ def main(args: Args) -> None:
     torch.backends.cudnn.deterministic = args.torch_deterministic
     torch.set_num_threads(1)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    # the default v4 ids are the benchmark's (comparable with the recorded results): gymnasium's advice to move to v5 is
-    # noise here, and so is MuJoCo 4's warning that their settotalmass is deprecated (printed, and written to
+    # the v4 ids are those of the recorded results (docs/continuous.md): gymnasium's advice to move to v5 is noise
+    # here, and so is MuJoCo 4's warning that HalfCheetah's settotalmass is deprecated (printed, and written to
     # ./MUJOCO_LOG.TXT); MuJoCo's other warnings go to stderr
     warnings.filterwarnings("ignore", message=r".*is out of date", category=DeprecationWarning)
     with contextlib.suppress(ImportError):  # Pendulum-v1 needs no MuJoCo
@@ -394,7 +394,7 @@ def main(args: Args) -> None:
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
     except (gym.error.Error, ImportError) as e:  # ImportError: an id whose dependency is missing (HalfCheetah-v3)
-        atari = re.search(r"^ALE/|NoFrameskip|Deterministic|^[A-Z][A-Za-z]+-v5$", args.env_id)
+        atari = re.search(r"^ALE/|NoFrameskip|Deterministic|^[A-Z][A-Za-z]+-v5$", args.env_id) and "MuJoCo" not in str(e)
         hint = " (Atari games: ppo_atari.py with a *NoFrameskip-v4 id, or ppo_atari_envpool.py with a *-v5 id)"
         e = str(e).replace('pip install "gymnasium[mujoco]"', 'pip install -e ".[mujoco]"')  # this project's extra
         run.fail(f"cannot make env {args.env_id!r}: {e}".replace("\n", " ") + (hint if atari else ""))

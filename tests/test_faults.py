@@ -178,9 +178,9 @@ def test_a_finished_run_says_where_its_logs_are(tmp_path):
 
 def test_a_missing_mujoco_names_the_projects_extra(tmp_path):
     patch = "import sys\nsys.modules['mujoco'] = None"  # MuJoCo missing: its import raises ImportError
-    proc = run_patched("ppo_continuous_action.py", patch, "--env-id", "Hopper-v4", cwd=tmp_path)
-    assert_usage_error(proc, "MuJoCo is not installed", 'pip install -e ".[mujoco]"')
-    assert "gymnasium[mujoco]" not in proc.stderr
+    proc = run_patched("ppo_continuous_action.py", patch, cwd=tmp_path)  # the default env, HalfCheetah-v5
+    assert_usage_error(proc, "'HalfCheetah-v5'", "MuJoCo is not installed", 'pip install -e ".[mujoco]"')
+    assert "gymnasium[mujoco]" not in proc.stderr and "Atari" not in proc.stderr  # a -v5 id, but not an Atari one
     assert_no_run(tmp_path)
 
 

@@ -3,6 +3,7 @@ script's behaviour as a user sees it (metrics, save -> evaluate with the trainin
 
 import subprocess
 import sys
+import warnings
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -10,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import (assert_ok, assert_usage_error, load_script, missing, read_every_metric, read_scalars, run_dirs,
-                     run_script, test_env)
+from helpers import (assert_ok, assert_usage_error, load_script, missing, need, read_every_metric, read_scalars,
+                     run_dirs, run_script, test_env)
 
 SCRIPT = "ppo_continuous_action.py"
 pca = load_script(SCRIPT)
@@ -276,16 +277,16 @@ def test_saved_model_is_evaluated_with_the_training_normalization(recording, tmp
 
 
 def test_short_run_copied_alone_writes_every_metric_then_evaluates(tmp_path):
-    """The default env (HalfCheetah-v4) with a tiny budget: every metric, lr annealing, Adam eps, the checkpoint."""
+    """The default env (HalfCheetah-v5) with a tiny budget: every metric, lr annealing, Adam eps, the checkpoint."""
     proc = run_script(SCRIPT, "--total-timesteps", "2048", "--num-steps", "1024", "--num-minibatches", "8",
                       "--update-epochs", "2", "--save-model", cwd=tmp_path, alone=True)
     assert_ok(proc)
-    # only runs/: no MUJOCO_LOG.TXT, where MuJoCo 4 writes its warning about the v4 models' settotalmass; and nothing
-    # printed of that warning or of gymnasium's advice to use v5 (stderr is empty)
+    # only runs/: no MUJOCO_LOG.TXT, where MuJoCo 4 writes its warning about HalfCheetah's settotalmass; and nothing
+    # printed of that warning (stderr is empty)
     assert sorted(p.name for p in tmp_path.iterdir()) == [SCRIPT, "runs"]
     assert proc.stderr == "" and "settotalmass" not in proc.stdout
     (run_dir,) = run_dirs(tmp_path)
-    assert run_dir.name.startswith("HalfCheetah-v4__ppo_continuous_action__1__")
+    assert run_dir.name.startswith("HalfCheetah-v5__ppo_continuous_action__1__")
     scalars = read_every_metric(run_dir)
     lrs = [v for _, v in scalars["charts/learning_rate"]]
     np.testing.assert_allclose(lrs, [3e-4, 1.5e-4], rtol=1e-6)  # [C4] from 3e-4 towards 0
@@ -297,15 +298,35 @@ def test_short_run_copied_alone_writes_every_metric_then_evaluates(tmp_path):
     assert checkpoint["obs_rms"]["mean"].shape == (17,)
     proc = run_script(SCRIPT, "--eval-checkpoint", model, "--eval-episodes", "1", cwd=tmp_path, alone=True)
     assert_ok(proc)
-    assert "eval episode 0: return" in proc.stdout and "HalfCheetah-v4: mean return" in proc.stdout
+    assert "eval episode 0: return" in proc.stdout and "HalfCheetah-v5: mean return" in proc.stdout
 
 
-@pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "MountainCarContinuous-v0"])
+@pytest.mark.parametrize("env_id", ["Hopper-v4", "MountainCarContinuous-v0"])
 def test_other_box_envs_run(tmp_path, env_id):
     proc = run_script(SCRIPT, "--env-id", env_id, "--total-timesteps", "128", "--num-steps", "64",
                       "--num-minibatches", "2", "--update-epochs", "1", cwd=tmp_path)
     assert_ok(proc)
+    assert proc.stderr == ""  # a v4 id: not gymnasium's advice to move to v5
     assert "losses/value_loss" in read_scalars(run_dirs(tmp_path)[0])
+
+
+def test_halfcheetah_v5_is_v4_step_for_step():
+    """The default env, HalfCheetah-v5, is HalfCheetah-v4 in what PPO sees: with the same seed and actions, a whole
+    episode (1,000 steps) gives the same observations, rewards and ends, so the v4 results hold for it."""
+    need("mujoco")
+    seen = {}
+    for version in ("v4", "v5"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # v4's out-of-date warning
+            env = gym.make(f"HalfCheetah-{version}")
+        obs, _ = env.reset(seed=3)
+        actions = np.random.default_rng(0).uniform(-1, 1, (1000, 6)).astype(np.float32)
+        steps = [env.step(action)[:4] for action in actions]
+        seen[version] = (obs, *(np.array([step[k] for step in steps]) for k in range(4)))
+        env.close()
+    for v4, v5 in zip(seen["v4"], seen["v5"]):
+        np.testing.assert_array_equal(v4, v5)
+    assert seen["v5"][4][-1] and not seen["v5"][3].any()  # cut by the time limit at step 1,000, never terminated
 
 
 @pytest.mark.parametrize("args,fragments", [
