@@ -1,8 +1,8 @@
 """PPO for MultiDiscrete actions, on envpool's Jumanji envs or the blog's Gym-μRTS envs. Parent: ppo.py.
 
 Adds [D1]: one Categorical per action component, log-probs and entropies summed; the envs come through the same-step
-adapters EnvpoolVecEnv and MicrortsVecEnv (for μRTS's grid, the blog's CNN: C13's shared trunk). The env's action mask is only logged
-(charts/invalid_action_rate). docs/multidiscrete.md
+adapters EnvpoolVecEnv and MicrortsVecEnv (for μRTS's grid, the blog's CNN as C13's shared trunk). The env's action
+mask is only logged (charts/invalid_action_rate). docs/multidiscrete.md
 
     python ppo_multidiscrete.py --env-id Jumanji/JobShop-v0 --seed 1            # train; logs in runs/<run_name>/
     python ppo_multidiscrete.py --eval-checkpoint runs/<run_name>/ppo_multidiscrete.pt
