@@ -62,6 +62,30 @@ def test_a3_lost_life_ends_episode_but_reset_continues_the_game():
     env.close()
 
 
+@pytest.mark.parametrize("script", ["ppo_atari.py", "ppo_atari_lstm.py", "ppo_atari_multigpu.py"])
+def test_a3_lives_counter_at_zero_ends_no_episode_while_the_game_goes_on(script):
+    """BankHeist's lives counter drops to 0 when the last life begins, and the game goes on. Step by step against the
+    raw emulator, an episode ends exactly when baselines' EpisodicLifeEnv ends one: the game is over, or the counter
+    fell and is still above 0 (`lives < self.lives and lives > 0`): not on the step to 0."""
+    env = load_script(script).make_env("BankHeistNoFrameskip-v4", 0, False, "test")()
+    ale = env.unwrapped.ale
+    env.reset(seed=1)
+    rng = np.random.default_rng(0)
+    steps_at_zero = games_over = 0
+    for _ in range(1500):
+        before = ale.lives()
+        _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+        lives = ale.lives()
+        assert not truncated
+        assert terminated == (ale.game_over() or 0 < lives < before), (before, lives, ale.game_over())
+        steps_at_zero += lives == 0 and not ale.game_over()
+        games_over += ale.game_over()
+        if terminated:
+            env.reset()
+    assert steps_at_zero >= 20 and games_over >= 1, (steps_at_zero, games_over)  # the case arose, and ended games
+    env.close()
+
+
 def test_a1_a4_reset_plays_1_to_30_noops_then_fire():
     frames = []
     for seed in range(8):
