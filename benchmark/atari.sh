@@ -8,9 +8,11 @@
 #       bash benchmark/atari.sh                  # the scaled run of benchmark/results/atari.md (about 18 min on a
 #                                                # shared 2-core CPU)
 #
-# Time: ppo_atari.py ran at about 75-100 SPS on a 2-core CPU machine shared with other jobs, so one 10M run there
-# would take more than a day; the published runs took about 3.5 hours each with a GPU. Run the full sweep on a GPU
-# machine, with WORKERS set to the runs that fit at once (each run steps its 8 envs on one CPU core).
+# Time: ppo_atari.py trains at 300-380 steps/s on both cores of this project's 2-core machines (docs/speed.md), so a
+# 10M run takes 8-9 hours and the full sweep about a week: run it on a bigger machine or a GPU one, with WORKERS set
+# to the runs that fit at once. Each run steps its 8 emulators on one core and trains with torch on all the cores it
+# may use (--num-threads, default all): with WORKERS > 1, give each run its share with COMMAND_EXTRA="--num-threads N".
+# Breakout at 10M on the 2-core machine, run by run over several sessions: benchmark/breakout.sh.
 # Restartable: run it again after a Ctrl-C or a failure and only the unfinished runs run (benchmark/run.py).
 # Runs, logs and state go to $OUT (default benchmark/out/atari, gitignored); the report to $REPORT.
 set -euo pipefail
@@ -25,13 +27,11 @@ REPORT=${REPORT:-$OUT/report}
 mkdir -p "$OUT"
 
 for script in $SCRIPTS; do
-    # --threads 1: the scripts use one torch thread anyway, and the emulators are single-threaded
     python benchmark/run.py \
-        --command "python $script --total-timesteps $STEPS" \
+        --command "python $script --total-timesteps $STEPS ${COMMAND_EXTRA:-}" \
         --env-ids $ENVS \
         --seeds $SEEDS \
         --workers "$WORKERS" \
-        --threads 1 \
         --cwd "$OUT" \
         --out "$OUT/state"
 done

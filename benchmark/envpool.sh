@@ -8,8 +8,10 @@
 #   STEPS=50000 SEEDS=1 ENVS=Breakout-v5 OUT=benchmark/out/envpool_speed bash benchmark/envpool.sh
 #                                                # a short run like the speed run of benchmark/results/envpool.md
 #
-# Time: on a 2-core CPU machine shared with other jobs one run went at about 600 SPS (benchmark/results/envpool.md),
-# so a 10M run there takes about 4.5 hours; a GPU machine with a few CPU cores is faster. Each run steps its envs in
+# Time: on Breakout-v5 ppo_atari_envpool.py trains at 340-450 steps/s on both cores of an Intel Xeon of this
+# project's 2-core machines (2026-11-29) and at 392 on an AMD EPYC (docs/speed.md), so a 10M run takes 7-8 hours and
+# the full sweep some 3 days there (Breakout, run by run over several sessions: benchmark/breakout.sh); a GPU machine
+# with a few CPU cores is faster. Each run steps its envs in
 # envpool's threads and trains with torch on the same cores (--num-threads, default: all cores): with WORKERS > 1,
 # give each run its share, e.g. WORKERS=4 COMMAND_EXTRA="--num-threads 4" on 16 cores.
 # Restartable: run it again after a Ctrl-C or a failure and only the unfinished runs run (benchmark/run.py).

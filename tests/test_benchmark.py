@@ -1145,6 +1145,35 @@ def test_pong_sh_runs_each_script_with_the_tuned_settings_and_the_target(tmp_pat
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "unknown run 'gpu'" in proc.stderr
 
+def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_runs(tmp_path):
+    """benchmark/breakout.sh with the fake trainer: envpool seed 1, then ppo_atari.py seed 1, then envpool's other
+    seeds, each with the script's defaults over 10M steps and a checkpoint; KEEP=1 copies each run's files and state
+    into KEPT, and a new machine (an empty OUT) gets them back; an unknown run is refused in one line."""
+    out, kept = tmp_path / "out", tmp_path / "kept"
+    got = run_sweep_with_fake_trainer("breakout.sh", tmp_path, out, SEEDS="1 2", KEPT=str(kept))
+    assert [(c["script"], c["env_id"], c["seed"]) for c in got] == [
+        ("ppo_atari_envpool.py", "Breakout-v5", 1), ("ppo_atari.py", "BreakoutNoFrameskip-v4", 1),
+        ("ppo_atari_envpool.py", "Breakout-v5", 2)]
+    assert all(c["total_timesteps"] == 10_000_000 for c in got)
+    logs = "".join(path.read_text() for path in sorted(out.glob("state_*/*.log")))
+    assert logs.count("--total-timesteps 10000000 --save-model --checkpoint-every 100 --env-id") == 3
+    assert "--target-return" not in logs and "--clip-coef" not in logs
+    (run_dir, *_) = sorted((out / "runs").iterdir())
+    (run_dir / "ppo_atari_envpool.pt").write_bytes(b"a checkpoint")
+    env = test_env(OUT=str(out), KEPT=str(kept), KEEP="1")
+    assert_ok(subprocess.run(["bash", str(REPO / "benchmark" / "breakout.sh")], env=env, capture_output=True, text=True))
+    made = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.suffix != ".log"
+                  and p.parent != out)  # not the fake's calls.jsonl
+    assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()) == made
+    fresh = tmp_path / "fresh"
+    env = test_env(OUT=str(fresh), KEPT=str(kept), RUNS="atari", SEEDS="9")  # no run to start: the copy only
+    assert_ok(subprocess.run(["bash", str(REPO / "benchmark" / "breakout.sh")], env=env, capture_output=True, text=True))
+    assert (fresh / "runs" / run_dir.name / "ppo_atari_envpool.pt").read_bytes() == b"a checkpoint"
+    proc = subprocess.run(["bash", str(REPO / "benchmark" / "breakout.sh")], env=test_env(RUNS="lstm", OUT=str(out)),
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "unknown run 'lstm'" in proc.stderr
+
+
 def run_speed(*args, cwd=None, **env):
     return subprocess.run(["bash", str(REPO / "benchmark" / "speed.sh"), *args], capture_output=True, text=True,
                           env=test_env(**env), timeout=120, cwd=cwd)

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Breakout to 10M agent steps, as the reference ran it: each script's defaults (baselines' Atari hyperparameters: 8
+# envs, 128 steps, 4 mini-batches, 4 epochs, clip 0.1, learning rate 2.5e-4 annealed over the 10M), no --target-return.
+# The published figures: CleanRL's ppo_atari_envpool.py 389.57 ± 29.62 (3 seeds), its ppo_atari.py 416.31 ± 43.92,
+# baselines ppo2 406.57 ± 31.55 (shared/reference-results.md). The runs, in this order:
+#   envpool   ppo_atari_envpool.py on Breakout-v5, seed 1, then (after atari) seeds 2 and 3
+#   atari     ppo_atari.py on BreakoutNoFrameskip-v4, seed 1
+#
+#   bash benchmark/breakout.sh                            # every run not done, in that order
+#   RUNS=envpool SEEDS=1 bash benchmark/breakout.sh       # only ppo_atari_envpool.py, seed 1
+#   KEEP=1 bash benchmark/breakout.sh                     # copy what $OUT holds into $KEPT, to commit (see below)
+#
+# Time: 340-450 steps/s on both cores of an Intel Xeon (AVX-512) for envpool (2026-11-29), 200-400 by machine
+# (docs/speed.md): 7-14 hours a run, over several sessions. One run at a time, nothing else on the machine meanwhile.
+# Restartable: stopped (Ctrl-C, SIGTERM, a closed terminal), a run continues from its last checkpoint
+# (--checkpoint-every 100: every 102,400 steps, some 4-8 minutes) when this is started again.
+# A new machine keeps nothing gitignored, so at the end of every session in which a run is unfinished: stop it,
+# KEEP=1 bash benchmark/breakout.sh, and commit $KEPT (each run's args.json, event files and checkpoint, and its state
+# file: one path per run, overwritten; the checkpoint leaves the tree once the run is done). Started on a new machine,
+# this copies those files back into $OUT first, so the run goes on with the same command.
+# The report, from the files kept (leave out a state folder not made):
+#   python benchmark/report.py --runs benchmark/results/breakout/runs --sweep benchmark/results/breakout/state_* \
+#       --thresholds 100 200 300 400 --window-steps 1000000 --out benchmark/results/breakout \
+#       --title "Breakout: 10M steps" --note "Command: bash benchmark/breakout.sh"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-10000000}
+ORDER="envpool:1 atari:1 envpool:2 envpool:3"  # run:seed, in the order they run
+RUNS=${RUNS:-envpool atari}
+SEEDS=${SEEDS:-1 2 3}
+OUT=${OUT:-benchmark/out/breakout}
+KEPT=${KEPT:-benchmark/results/breakout}
+COMMON="--total-timesteps $STEPS --save-model --checkpoint-every 100"
+
+copy() {  # copy FROM TO: the files that make each run (args.json, event files, checkpoint) and the state files
+    local dir
+    for dir in "$1"/runs/*/ "$1"/state_*/; do
+        [ -d "$dir" ] || continue
+        dir=${dir%/}
+        mkdir -p "$2/${dir#"$1"/}"
+        find "$dir" -maxdepth 1 -type f \( -name "*.json" -o -name "events.out.tfevents.*" -o -name "*.pt" \) \
+            -exec cp -p {} "$2/${dir#"$1"/}/" \;
+    done
+}
+if [ -n "${KEEP:-}" ]; then
+    copy "$OUT" "$KEPT"
+    echo "kept in $KEPT: $(find "$KEPT" -type f | wc -l) files; commit them"
+    exit 0
+fi
+for name in $RUNS; do
+    case $name in envpool | atari) ;; *) echo "breakout.sh: unknown run '$name' (envpool, atari)" >&2; exit 2 ;; esac
+done
+[ -d "$OUT/runs" ] || copy "$KEPT" "$OUT"  # a new machine: the committed runs go on from their checkpoints
+
+for item in $ORDER; do
+    name=${item%%:*} seed=${item#*:}
+    [[ " $RUNS " == *" $name "* && " $SEEDS " == *" $seed "* ]] || continue
+    case $name in
+        envpool) command="python ppo_atari_envpool.py $COMMON"; env_id=Breakout-v5 ;;
+        atari) command="python ppo_atari.py $COMMON"; env_id=BreakoutNoFrameskip-v4 ;;
+    esac
+    python benchmark/run.py --command "$command" --env-ids $env_id --seeds "$seed" --workers 1 --cwd "$OUT" \
+        --out "$OUT/state_$name"
+done
