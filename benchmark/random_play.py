@@ -3,6 +3,7 @@
     python benchmark/random_play.py --env-id StarpilotEasy-v0                 # an envpool id (procgen starpilot, easy)
     python benchmark/random_play.py --env-id Breakout-v5 --episodes-per-env 2
     python benchmark/random_play.py --env-id BreakoutNoFrameskip-v4 --num-envs 1 --episodes-per-env 50
+    python benchmark/random_play.py --env-id Ant-v5 Swimmer-v5 --num-envs 1 --episodes-per-env 10
 
 Each of --num-envs envs plays its first --episodes-per-env whole episodes with uniformly random actions.
 Why not "the first N episodes to end": in parallel envs the short episodes end first, and in most games a short
@@ -13,6 +14,8 @@ episode is a bad one, so that sample would put random play too low. Every env co
   step belongs to no episode.
 - A *NoFrameskip-v4 id: played through ppo_atari.py's make_env, so the score and length are what ppo_atari.py logs
   (a whole game, all lives, raw score; the length in frames); env i is seeded with seed + i.
+- A gymnasium MuJoCo id (Hopper-v5, Ant-v4, ...): gymnasium's env as ppo_continuous_action.py makes it, with its
+  registered time limit; the score is the sum of the raw rewards; env i and its action space are seeded with seed + i.
 
 Prints one line per env id: mean ± population std (ddof=0), min, max, the number of episodes and their mean length;
 with --markdown, a "Random play" section with a table instead (the sweep scripts append it to their report).
@@ -30,6 +33,8 @@ def random_play(env_id, num_envs, episodes_per_env, seed):
     """Returns (returns, lengths): arrays of num_envs * episodes_per_env whole episodes of random play."""
     if env_id.endswith("NoFrameskip-v4"):
         return random_play_atari(env_id, num_envs, episodes_per_env, seed)
+    if is_mujoco(env_id):
+        return random_play_mujoco(env_id, num_envs, episodes_per_env, seed)
     import envpool  # imported here so that --help works without it
 
     envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed)
@@ -85,10 +90,44 @@ def random_play_atari(env_id, num_envs, episodes_per_env, seed):
     return np.array(returns), np.array(lengths)
 
 
+def is_mujoco(env_id):
+    """Whether gymnasium registers env_id as one of its MuJoCo envs (envpool has MuJoCo ids of its own)."""
+    import gymnasium as gym
+
+    return env_id in gym.registry and "mujoco" in str(gym.registry[env_id].entry_point)
+
+
+def random_play_mujoco(env_id, num_envs, episodes_per_env, seed):
+    """Whole episodes of gymnasium's MuJoCo env, one env at a time, each ended by the env or its time limit."""
+    import warnings
+
+    import gymnasium as gym
+    import mujoco
+
+    mujoco.set_mju_user_warning(lambda text: None)  # HalfCheetah's settotalmass warning (as ppo_continuous_action.py)
+    returns, lengths = [], []
+    for i in range(num_envs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # gymnasium's advice to move from -v4 to -v5
+            env = gym.make(env_id)
+        env.reset(seed=seed + i)
+        env.action_space.seed(seed + i)
+        for _ in range(episodes_per_env):
+            total, length, done = 0.0, 0, False
+            while not done:
+                _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+                total, length, done = total + float(reward), length + 1, terminated or truncated
+            returns.append(total)
+            lengths.append(length)
+            env.reset()
+        env.close()
+    return np.array(returns), np.array(lengths)
+
+
 def main(argv=None):
     parser = Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env-id", nargs="+", required=True,
-                        help="envpool ids (StarpilotEasy-v0, Breakout-v5) or *NoFrameskip-v4 ids")
+                        help="envpool ids (StarpilotEasy-v0, Breakout-v5), *NoFrameskip-v4 ids or gymnasium MuJoCo ids")
     parser.add_argument("--num-envs", type=int, default=100, help="envs played in parallel (each counts equally)")
     parser.add_argument("--episodes-per-env", type=int, default=3, help="whole episodes each env plays")
     parser.add_argument("--seed", type=int, default=1, help="seed of the envs and of the random actions")
@@ -96,7 +135,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.num_envs < 1 or args.episodes_per_env < 1:
         parser.error("--num-envs and --episodes-per-env must be positive")
-    envpool_ids = [env_id for env_id in args.env_id if not env_id.endswith("NoFrameskip-v4")]
+    envpool_ids = [env_id for env_id in args.env_id if not env_id.endswith("NoFrameskip-v4") and not is_mujoco(env_id)]
     if envpool_ids:
         try:
             import envpool
@@ -104,8 +143,8 @@ def main(argv=None):
             parser.error("needs envpool for envpool ids: pip install envpool")
         for env_id in envpool_ids:
             if env_id not in envpool.list_all_envs():
-                parser.error(f"--env-id {env_id}: neither an envpool id (see envpool.list_all_envs()) nor an Atari "
-                             f"*NoFrameskip-v4 id")
+                parser.error(f"--env-id {env_id}: neither an envpool id (see envpool.list_all_envs()), an Atari "
+                             f"*NoFrameskip-v4 id nor a gymnasium MuJoCo id")
             try:
                 envpool.make_spec(env_id)
             except ImportError as e:  # procgen's library loads the Qt 5 runtime: missing on a bare Linux
@@ -115,8 +154,8 @@ def main(argv=None):
                              f"{hint}")
     if args.markdown:
         print(f"\n## Random play\n\nUniformly random actions (envpool ids: envpool's default options; *NoFrameskip-v4 "
-              f"ids: ppo_atari.py's wrappers), seed {args.seed}: {args.num_envs} envs x their first "
-              f"{args.episodes_per_env} whole episodes (`python benchmark/random_play.py`).\n")
+              f"ids: ppo_atari.py's wrappers; MuJoCo ids: gymnasium's envs), seed {args.seed}: {args.num_envs} envs x "
+              f"their first {args.episodes_per_env} whole episodes (`python benchmark/random_play.py`).\n")
         print("| env | episodes | return (mean ± population std) | min | max | mean length |")
         print("| --- | --- | --- | --- | --- | --- |")
     for env_id in args.env_id:

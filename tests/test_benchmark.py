@@ -1087,7 +1087,7 @@ SWEEPS = {  # sweep -> (its variables for one small run per script, the scripts 
 
 def run_sweep_with_fake_trainer(sweep, tmp_path, out, **variables):
     """Runs benchmark/<sweep> into OUT=out with `python ppo*.py` and `torchrun` answered by the fake trainer; returns
-    the calls the fake recorded (script, env id, seed, budget), in order."""
+    the calls the fake recorded (script, env id, seed, budget), in order in each working folder under out."""
     (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -1101,7 +1101,7 @@ def run_sweep_with_fake_trainer(sweep, tmp_path, out, **variables):
     proc = subprocess.run(["bash", str(REPO / "benchmark" / sweep)], env=env, capture_output=True, text=True,
                           timeout=600)
     assert_ok(proc)
-    return [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    return [json.loads(line) for path in sorted(out.rglob("calls.jsonl")) for line in path.read_text().splitlines()]
 
 
 @pytest.mark.parametrize("sweep", sorted(SWEEPS))
@@ -1172,6 +1172,27 @@ def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_r
     proc = subprocess.run(["bash", str(REPO / "benchmark" / "breakout.sh")], env=test_env(RUNS="lstm", OUT=str(out)),
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "unknown run 'lstm'" in proc.stderr
+
+
+def test_mujoco_v5_sh_runs_both_parts_and_ends_the_wide_report_with_random_play(tmp_path):
+    """benchmark/mujoco_v5.sh with the fake trainer: the reference part trains the three v5 ids with and without
+    --bootstrap-truncated, the wide part each of its ids with seed 1, and the wide report ends with random play's
+    table (played for real, one episode per env here)."""
+    out = tmp_path / "out"
+    got = run_sweep_with_fake_trainer("mujoco_v5.sh", tmp_path, out, SEEDS="1", STEPS="16384",
+                                      WIDE="InvertedPendulum-v5 Reacher-v5", RANDOM_ENVS="1")
+    assert sorted((c["env_id"], c["seed"]) for c in got) == sorted(
+        [(env_id, 1) for env_id in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")] * 2
+        + [("InvertedPendulum-v5", 1), ("Reacher-v5", 1)])
+    assert all(c["script"] == "ppo_continuous_action.py" and c["total_timesteps"] == 16384 for c in got)
+    logs = "".join(path.read_text() for path in sorted((out / "reference").glob("*/*.log")))
+    assert logs.count("--bootstrap-truncated") == 3
+    report = (out / "wide" / "report.md").read_text()
+    assert int(table_row(report[report.index("## Random play"):], "Reacher-v5")[1]) == 1
+    assert (out / "reference" / "report.md").exists()
+    proc = subprocess.run(["bash", str(REPO / "benchmark" / "mujoco_v5.sh")],
+                          env=test_env(PARTS="all", OUT=str(out)), capture_output=True, text=True)
+    assert proc.returncode == 2 and "unknown part 'all'" in proc.stderr
 
 
 def run_speed(*args, cwd=None, **env):
@@ -1259,6 +1280,24 @@ def test_random_play_counts_whole_episodes_without_the_reset_step(tmp_path):
     again, _ = random_play.random_play("CartPole-v1", num_envs=5, episodes_per_env=4, seed=3)
     np.testing.assert_array_equal(again, returns)  # seeded
     assert_usage_error(run_tool("random_play.py", "--env-id", "Nope-v0"), "Nope-v0")
+
+
+def test_random_play_of_a_mujoco_id_plays_gymnasiums_env_in_whole_episodes(tmp_path):
+    """InvertedPendulum-v5 pays 1 for every step but the one where the pole falls (gymnasium's v5), and random play
+    drops the pole long before the time limit: every whole episode's return is its length minus 1. gymnasium's env
+    (envpool has no v5), seeded: the same seed plays the same episodes, another seed others."""
+    need("mujoco")
+    sys.path.insert(0, str(REPO / "benchmark"))
+    random_play = load_script("benchmark/random_play.py")
+    returns, lengths = random_play.random_play("InvertedPendulum-v5", num_envs=3, episodes_per_env=4, seed=3)
+    assert returns.shape == lengths.shape == (12,)
+    np.testing.assert_array_equal(returns, lengths - 1)
+    np.testing.assert_array_equal(random_play.random_play("InvertedPendulum-v5", 3, 4, seed=3)[0], returns)
+    assert not np.array_equal(random_play.random_play("InvertedPendulum-v5", 3, 4, seed=4)[0], returns)
+    proc = run_tool("random_play.py", "--env-id", "Hopper-v5", "--num-envs", 1, "--episodes-per-env", 2, cwd=tmp_path)
+    assert_ok(proc)
+    assert proc.stdout.startswith("Hopper-v5: random play ") and "over 2 episodes" in proc.stdout
+    assert proc.stderr == "" and not (tmp_path / "MUJOCO_LOG.TXT").exists()
 
 
 def test_random_play_says_in_one_line_when_procgen_cannot_load(tmp_path):
