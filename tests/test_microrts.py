@@ -1,6 +1,6 @@
 """Gym-μRTS 0.2.0 (the blog's MultiDiscrete envs) in ppo_multidiscrete*.py: MicrortsVecEnv changes nothing of what the
-env gives, the blog's μRTS CNN (C13's shared trunk), short runs of both scripts, stops, and one-line errors. The tests that need
-Gym-μRTS and Java are skipped, with the reason, where `bash benchmark/install_microrts.sh` has not been run."""
+env gives, the blog's μRTS CNN (C13's shared trunk), short runs of both scripts, stops, and one-line errors. The tests
+that need Gym-μRTS and Java are skipped, with the reason, where `bash benchmark/install_microrts.sh` has not been run."""
 
 import concurrent.futures
 import importlib
