@@ -1160,17 +1160,18 @@ def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_r
     assert "--target-return" not in logs and "--clip-coef" not in logs
     (run_dir, *_) = sorted((out / "runs").iterdir())
     (run_dir / "ppo_atari_envpool.pt").write_bytes(b"a checkpoint")
-    env = test_env(OUT=str(out), KEPT=str(kept), KEEP="1")
-    assert_ok(subprocess.run(["bash", str(REPO / "benchmark" / "breakout.sh")], env=env, capture_output=True, text=True))
+
+    def breakout(**variables):
+        return subprocess.run(["bash", str(REPO / "benchmark" / "breakout.sh")], env=test_env(KEPT=str(kept), **variables),
+                              capture_output=True, text=True)
+
+    assert_ok(breakout(OUT=str(out), KEEP="1"))
     made = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.suffix != ".log"
                   and p.parent != out)  # not the fake's calls.jsonl
     assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()) == made
-    fresh = tmp_path / "fresh"
-    env = test_env(OUT=str(fresh), KEPT=str(kept), RUNS="atari", SEEDS="9")  # no run to start: the copy only
-    assert_ok(subprocess.run(["bash", str(REPO / "benchmark" / "breakout.sh")], env=env, capture_output=True, text=True))
-    assert (fresh / "runs" / run_dir.name / "ppo_atari_envpool.pt").read_bytes() == b"a checkpoint"
-    proc = subprocess.run(["bash", str(REPO / "benchmark" / "breakout.sh")], env=test_env(RUNS="lstm", OUT=str(out)),
-                          capture_output=True, text=True)
+    assert_ok(breakout(OUT=str(tmp_path / "fresh"), RUNS="atari", SEEDS="9"))  # a new machine, no run to start: the copy
+    assert (tmp_path / "fresh" / "runs" / run_dir.name / "ppo_atari_envpool.pt").read_bytes() == b"a checkpoint"
+    proc = breakout(RUNS="lstm", OUT=str(out))
     assert proc.returncode == 2 and "unknown run 'lstm'" in proc.stderr
 
 
