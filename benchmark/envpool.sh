@@ -34,7 +34,6 @@ python benchmark/run.py \
     --env-ids $ENVS \
     --seeds $SEEDS \
     --workers "$WORKERS" \
-    --threads 1 \
     --cwd "$OUT" \
     --out "$OUT/state"
 
