@@ -637,7 +637,7 @@ class Run(contextlib.AbstractContextManager):  # with run: the training loop, wh
         saved = self.checkpoint.get("recent_returns", []) if args.resume and rank == 0 else []  # a resume counts on
         self.recent_returns = deque(saved, maxlen=20)  # the last episodes' returns: progress line, --target-return
         seeds = np.random.SeedSequence([args.seed, self.start_iteration])  # --resume: new random numbers everywhere,
-        self.seed = args.seed if args.resume is None else int(seeds.generate_state(1)[0]) % 2**30  # < 2**30 as --seed
+        self.seed = args.seed if args.resume is None else int(seeds.generate_state(1)[0]) % 2**30  # envpool: int32
         self.name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"  # one level
         if args.resume is not None:  # the run goes on in its own folder
             self.dir = os.path.dirname(args.resume) or "."
