@@ -10,14 +10,21 @@
 #   RUNS=envpool SEEDS=1 bash benchmark/breakout.sh       # only ppo_atari_envpool.py, seed 1
 #   KEEP=1 bash benchmark/breakout.sh                     # copy what $OUT holds into $KEPT, to commit (see below)
 #
-# Time: 340-450 steps/s on both cores of an Intel Xeon (AVX-512) for envpool (2026-11-29), 200-400 by machine
-# (docs/speed.md): 7-14 hours a run, over several sessions. One run at a time, nothing else on the machine meanwhile.
+# Time: envpool ran at ~500 steps/s on both cores of an Intel Xeon (AVX-512) with nothing beside it (331 with tests
+# beside it; 2026-11-29), 200-400 on others (docs/speed.md): 6-14 hours a run, over several sessions. One run at a
+# time, nothing else on the machine meanwhile.
 # Restartable: stopped (Ctrl-C, SIGTERM, a closed terminal), a run continues from its last checkpoint
 # (--checkpoint-every 100: every 102,400 steps, some 4-8 minutes) when this is started again.
 # A new machine keeps nothing gitignored, so at the end of every session in which a run is unfinished: stop it,
 # KEEP=1 bash benchmark/breakout.sh, and commit $KEPT (each run's args.json, event files and checkpoint, and its state
-# file: one path per run, overwritten; the checkpoint leaves the tree once the run is done). Started on a new machine,
-# this copies those files back into $OUT first, so the run goes on with the same command.
+# file: one path per run, overwritten; a done run's checkpoint shrinks to its weights, below). Started on a new
+# machine, this copies those files back into $OUT first, so the run goes on with the same command.
+# A run done: its checkpoint keeps only what --eval-checkpoint reads (without the optimizer's state: ~7 MB of ~20), and
+# plays 10 whole games, the first recorded (eval_<env id>_seed<N>.txt and a GIF beside the report, as Pong's):
+#   python -c 'import sys, torch; p = sys.argv[1]; c = torch.load(p, weights_only=True); del c["optimizer"]; torch.save(c, p)' \
+#       $OUT/runs/<run>/ppo_atari_envpool.pt
+#   cd $OUT && python ../../../ppo_atari_envpool.py --env-id Breakout-v5 \
+#       --eval-checkpoint runs/<run>/ppo_atari_envpool.pt --eval-episodes 10 --capture-video
 # The report, from the files kept (leave out a state folder not made):
 #   python benchmark/report.py --runs benchmark/results/breakout/runs --sweep benchmark/results/breakout/state_* \
 #       --thresholds 100 200 300 400 --window-steps 1000000 --out benchmark/results/breakout \

@@ -4,6 +4,8 @@
 # Needs `bash benchmark/install_microrts.sh` first (docs/multidiscrete.md#gym-μrts).
 #
 #   bash benchmark/microrts.sh                                             # the whole grid
+#   SEEDS=1 bash benchmark/microrts.sh                                     # seed 1 of each env (6 runs), then
+#   ENVS=MicrortsMining-v1 SEEDS="2 3" bash benchmark/microrts.sh          # seeds 2-3 of Mining: the report has all 10
 #   ENVS=MicrortsMining-v1 STEPS=500000 SEEDS=1 bash benchmark/microrts.sh  # a smaller one
 #
 # Time: ~45 min a 2M run on a 2-core machine (~720-800 SPS measured briefly on 2026-11-29), ~14 h for the grid, one
