@@ -981,35 +981,36 @@ def test_report_thresholds_say_that_a_torchrun_run_shows_rank_0s_games_only(tmp_
     assert table_row(part, "PongNoFrameskip-v4__ppo_atari__2__1000")[1:4] == ["ppo_atari.py", "2", "500"]
 
 
-def test_the_committed_pong_report_regenerates_from_the_committed_event_files(tmp_path):
-    """benchmark/results/pong.md is made from the event files, args.json and state files committed beside it (a fresh
-    checkout has nothing else): made again from them, its tables from 'Time to thresholds' on are the same, row for
-    row. Fails when the event files are missing, e.g. left out by a .gitignore rule."""
+@pytest.mark.parametrize("game, thresholds", [("pong", [18, 20]), ("breakout", [100, 200, 300, 400])])
+def test_the_committed_report_regenerates_from_the_committed_event_files(tmp_path, game, thresholds):
+    """benchmark/results/pong.md and breakout.md are made from the event files, args.json and state files committed
+    beside them (a fresh checkout has nothing else): made again from them, their tables from 'Time to thresholds' on
+    are the same, row for row. Fails when the event files are missing, e.g. left out by a .gitignore rule."""
     results = REPO / "benchmark" / "results"
-    runs = results / "pong" / "runs"
+    runs = results / game / "runs"
     assert sorted(runs.glob("*/events.out.tfevents.*")) and sorted(runs.glob("*/args.json"))
     if (REPO / ".git").exists():  # what git would leave out of a commit is not there in a fresh checkout
         ignored = subprocess.run(["git", "check-ignore", *map(str, runs.glob("*/*"))], cwd=REPO, capture_output=True)
         assert ignored.returncode == 1, f"ignored by .gitignore: {ignored.stdout.decode()}"
-    proc = run_report(tmp_path, "--runs", runs, "--sweep", *sorted((results / "pong").glob("state_*")),
-                      "--thresholds", 18, 20, "--window-steps", 1_000_000, "--out", tmp_path / "pong")
+    proc = run_report(tmp_path, "--runs", runs, "--sweep", *sorted((results / game).glob("state_*")),
+                      "--thresholds", *thresholds, "--window-steps", 1_000_000, "--out", tmp_path / game)
     assert_ok(proc)
 
     def tables(text):  # from the thresholds table on: the per-run tables, whose figures come from the event files
         return [line for line in text[text.index("## Time to thresholds"):].splitlines() if line.startswith("| ")]
 
-    committed = tables((results / "pong.md").read_text())
-    assert len(committed) >= 3 and tables((tmp_path / "pong.md").read_text()) == committed
+    committed = tables((results / f"{game}.md").read_text())
+    assert len(committed) >= 3 and tables((tmp_path / f"{game}.md").read_text()) == committed
 
 
-
-def test_the_committed_pong_evaluations_add_up_and_the_report_quotes_them():
-    """Each committed evaluation record (benchmark/results/pong/eval_*.txt: a header, then the script's output) ends
-    each of its commands' outputs with the mean and population std of the games printed above it, and
-    benchmark/results/pong.md quotes each of these as 'mean ± std over N games'."""
-    records = sorted((REPO / "benchmark" / "results" / "pong").glob("eval_*.txt"))
-    report = (REPO / "benchmark" / "results" / "pong.md").read_text()
-    assert len(records) >= 5
+@pytest.mark.parametrize("game, at_least", [("pong", 5), ("breakout", 1)])
+def test_the_committed_evaluations_add_up_and_the_report_quotes_them(game, at_least):
+    """Each committed evaluation record (benchmark/results/{pong,breakout}/eval_*.txt: a header, then the script's
+    output) ends each of its commands' outputs with the mean and population std of the games printed above it, and
+    the game's report (benchmark/results/pong.md, breakout.md) quotes each of these as 'mean ± std over N games'."""
+    records = sorted((REPO / "benchmark" / "results" / game).glob("eval_*.txt"))
+    report = (REPO / "benchmark" / "results" / f"{game}.md").read_text()
+    assert len(records) >= at_least
     for record in records:
         games, summaries = [], 0
         for line in record.read_text().splitlines():
@@ -1021,6 +1022,7 @@ def test_the_committed_pong_evaluations_add_up_and_the_report_quotes_them():
                 assert f"{mean:.2f} ± {std:.2f} over {len(games)}" in report, (record.name, mean, std)
                 games, summaries = [], summaries + 1
         assert summaries >= 1 and not games, record.name
+
 
 def test_training_clock_counts_the_time_of_the_processes_only():
     """Spans 0-10 and 5-15 (overlapping: once) and 20-30: at 12 s, 12; at 17 (a pause), 15; at 25, 20; after, 25."""
