@@ -981,11 +981,15 @@ def test_report_thresholds_say_that_a_torchrun_run_shows_rank_0s_games_only(tmp_
     assert table_row(part, "PongNoFrameskip-v4__ppo_atari__2__1000")[1:4] == ["ppo_atari.py", "2", "500"]
 
 
-@pytest.mark.parametrize("game, thresholds", [("pong", [18, 20]), ("breakout", [100, 200, 300, 400])])
-def test_the_committed_report_regenerates_from_the_committed_event_files(tmp_path, game, thresholds):
-    """benchmark/results/pong.md and breakout.md are made from the event files, args.json and state files committed
-    beside them (a fresh checkout has nothing else): made again from them, their tables from 'Time to thresholds' on
-    are the same, row for row. Fails when the event files are missing, e.g. left out by a .gitignore rule."""
+@pytest.mark.parametrize("game, options", [
+    ("pong", ["--thresholds", 18, 20, "--window-steps", 1_000_000]),
+    ("breakout", ["--thresholds", 100, 200, 300, 400, "--window-steps", 1_000_000]),
+    ("mujoco_v5", []), ("mujoco_v5_wide", [])])
+def test_the_committed_report_regenerates_from_the_committed_event_files(tmp_path, game, options):
+    """benchmark/results/{pong,breakout,mujoco_v5,mujoco_v5_wide}.md are made from the event files, args.json and
+    state files committed beside them (a fresh checkout has nothing else): made again from them, their tables from
+    'Learning curves' on are the same, row for row (a 'Random play' section that the sweep appended left aside).
+    Fails when the event files are missing, e.g. left out by a .gitignore rule."""
     results = REPO / "benchmark" / "results"
     runs = results / game / "runs"
     assert sorted(runs.glob("*/events.out.tfevents.*")) and sorted(runs.glob("*/args.json"))
@@ -993,11 +997,12 @@ def test_the_committed_report_regenerates_from_the_committed_event_files(tmp_pat
         ignored = subprocess.run(["git", "check-ignore", *map(str, runs.glob("*/*"))], cwd=REPO, capture_output=True)
         assert ignored.returncode == 1, f"ignored by .gitignore: {ignored.stdout.decode()}"
     proc = run_report(tmp_path, "--runs", runs, "--sweep", *sorted((results / game).glob("state_*")),
-                      "--thresholds", *thresholds, "--window-steps", 1_000_000, "--out", tmp_path / game)
+                      *options, "--out", tmp_path / game)
     assert_ok(proc)
 
-    def tables(text):  # from the thresholds table on: the per-run tables, whose figures come from the event files
-        return [line for line in text[text.index("## Time to thresholds"):].splitlines() if line.startswith("| ")]
+    def tables(text):  # from the curves on: the per-run tables, whose figures come from the event files
+        text = text[text.index("## Learning curves"):].split("\n## Random play\n")[0]
+        return [line for line in text.splitlines() if line.startswith("| ")]
 
     committed = tables((results / f"{game}.md").read_text())
     assert len(committed) >= 3 and tables((tmp_path / f"{game}.md").read_text()) == committed
@@ -1177,16 +1182,16 @@ def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_r
     assert proc.returncode == 2 and "unknown run 'lstm'" in proc.stderr
 
 
-def test_mujoco_v5_sh_runs_both_parts_and_ends_the_wide_report_with_random_play(tmp_path):
+def test_mujoco_v5_sh_runs_its_parts_and_ends_the_wide_report_with_random_play(tmp_path):
     """benchmark/mujoco_v5.sh with the fake trainer: the reference part trains the three v5 ids with and without
-    --bootstrap-truncated, the wide part each of its ids with seed 1, and the wide report ends with random play's
-    table (played for real, one episode per env here)."""
+    --bootstrap-truncated, the v4 part Hopper-v4 and Walker2d-v4 without it, the wide part each of its ids with
+    seed 1, and the wide report ends with random play's table (played for real, one episode per env here)."""
     out = tmp_path / "out"
     got = run_sweep_with_fake_trainer("mujoco_v5.sh", tmp_path, out, SEEDS="1", STEPS="16384",
                                       WIDE="InvertedPendulum-v5 Reacher-v5", RANDOM_ENVS="1")
     assert sorted((c["env_id"], c["seed"]) for c in got) == sorted(
         [(env_id, 1) for env_id in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")] * 2
-        + [("InvertedPendulum-v5", 1), ("Reacher-v5", 1)])
+        + [("Hopper-v4", 1), ("Walker2d-v4", 1), ("InvertedPendulum-v5", 1), ("Reacher-v5", 1)])
     assert all(c["script"] == "ppo_continuous_action.py" and c["total_timesteps"] == 16384 for c in got)
     logs = "".join(path.read_text() for path in sorted((out / "reference").glob("*/*.log")))
     assert logs.count("--bootstrap-truncated") == 3
