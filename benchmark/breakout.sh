@@ -16,13 +16,11 @@
 # Restartable: stopped (Ctrl-C, SIGTERM, a closed terminal), a run continues from its last checkpoint
 # (--checkpoint-every 100: every 102,400 steps, some 4-8 minutes) when this is started again.
 # A new machine keeps nothing gitignored, so at the end of every session in which a run is unfinished: stop it,
-# KEEP=1 bash benchmark/breakout.sh, and commit $KEPT (each run's args.json, event files and checkpoint, and its state
-# file: one path per run, overwritten; a done run's checkpoint shrinks to its weights, below). Started on a new
-# machine, this copies those files back into $OUT first, so the run goes on with the same command.
-# A run done: its checkpoint keeps only what --eval-checkpoint reads (without the optimizer's state: ~7 MB of ~20), and
-# plays 10 whole games, the first recorded (eval_<env id>_seed<N>.txt and a GIF beside the report, as Pong's):
-#   python -c 'import sys, torch; p = sys.argv[1]; c = torch.load(p, weights_only=True); del c["optimizer"]; torch.save(c, p)' \
-#       $OUT/runs/<run>/ppo_atari_envpool.pt
+# KEEP=1 bash benchmark/breakout.sh, and commit $KEPT (benchmark/keep.sh: one path per run, overwritten; a done run's
+# checkpoint shrinks to its weights, ~7 MB of ~20). Started on a new machine, this copies those files back into $OUT
+# first, so the run goes on with the same command.
+# A run done, kept: its final weights play 10 whole games, the first recorded (eval_<env id>_seed<N>.txt and a GIF
+# beside the report, as Pong's):
 #   cd $OUT && python ../../../ppo_atari_envpool.py --env-id Breakout-v5 \
 #       --eval-checkpoint runs/<run>/ppo_atari_envpool.pt --eval-episodes 10 --capture-video
 # The report, from the files kept (leave out a state folder not made):
@@ -39,25 +37,15 @@ OUT=${OUT:-benchmark/out/breakout}
 KEPT=${KEPT:-benchmark/results/breakout}
 COMMON="--total-timesteps $STEPS --save-model --checkpoint-every 100"
 
-copy() {  # copy FROM TO: the files that make each run (args.json, event files, checkpoint) and the state files
-    local dir
-    for dir in "$1"/runs/*/ "$1"/state_*/; do
-        [ -d "$dir" ] || continue
-        dir=${dir%/}
-        mkdir -p "$2/${dir#"$1"/}"
-        find "$dir" -maxdepth 1 -type f \( -name "*.json" -o -name "events.out.tfevents.*" -o -name "*.pt" \) \
-            -exec cp -p {} "$2/${dir#"$1"/}/" \;
-    done
-}
+source benchmark/keep.sh
 if [ -n "${KEEP:-}" ]; then
-    copy "$OUT" "$KEPT"
-    echo "kept in $KEPT: $(find "$KEPT" -type f | wc -l) files; commit them"
+    keep_runs "$OUT" "$KEPT"
     exit 0
 fi
 for name in $RUNS; do
     case $name in envpool | atari) ;; *) echo "breakout.sh: unknown run '$name' (envpool, atari)" >&2; exit 2 ;; esac
 done
-[ -d "$OUT/runs" ] || copy "$KEPT" "$OUT"  # a new machine: the committed runs go on from their checkpoints
+[ -d "$OUT/runs" ] || copy_runs "$KEPT" "$OUT"  # a new machine: the committed runs go on from their checkpoints
 
 for item in $ORDER; do
     name=${item%%:*} seed=${item#*:}

@@ -984,11 +984,12 @@ def test_report_thresholds_say_that_a_torchrun_run_shows_rank_0s_games_only(tmp_
 @pytest.mark.parametrize("game, options", [
     ("pong", ["--thresholds", 18, 20, "--window-steps", 1_000_000]),
     ("breakout", ["--thresholds", 100, 200, 300, 400, "--window-steps", 1_000_000]),
-    ("mujoco_v5", []), ("mujoco_v5_wide", [])])
+    ("mujoco_v5", []), ("mujoco_v5_wide", []), ("microrts", [])])
 def test_the_committed_report_regenerates_from_the_committed_event_files(tmp_path, game, options):
-    """benchmark/results/{pong,breakout,mujoco_v5,mujoco_v5_wide}.md are made from the event files, args.json and
-    state files committed beside them (a fresh checkout has nothing else): made again from them, their tables from
-    'Learning curves' on are the same, row for row (a 'Random play' section that the sweep appended left aside).
+    """benchmark/results/{pong,breakout,mujoco_v5,mujoco_v5_wide,microrts}.md are made from the event files,
+    args.json and state files committed beside them (a fresh checkout has nothing else): made again from them, their
+    tables from 'Learning curves' on are the same, row for row (a 'Random play' section that the sweep appended left
+    aside).
     Fails when the event files are missing, e.g. left out by a .gitignore rule."""
     results = REPO / "benchmark" / "results"
     runs = results / game / "runs"
@@ -1152,6 +1153,24 @@ def test_pong_sh_runs_each_script_with_the_tuned_settings_and_the_target(tmp_pat
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "unknown run 'gpu'" in proc.stderr
 
+def write_checkpoint(path):
+    import torch
+
+    torch.save({"model": {"w": torch.ones(2)}, "optimizer": {"state": {}, "param_groups": []}}, path)
+
+
+def checkpoint_parts(path):
+    import torch
+
+    return sorted(torch.load(path, weights_only=True))
+
+
+def kept_files(folder):
+    """{path: bytes} of what benchmark/keep.sh keeps of a sweep's folder: the runs' files and the state files."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.parent != folder and (p.suffix in (".json", ".pt") or "tfevents" in p.name)}
+
+
 def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_runs(tmp_path):
     """benchmark/breakout.sh with the fake trainer: envpool seed 1, then ppo_atari.py seed 1, then envpool's other
     seeds, each with the script's defaults over 10M steps and a checkpoint; KEEP=1 copies each run's files and state
@@ -1166,20 +1185,54 @@ def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_r
     assert logs.count("--total-timesteps 10000000 --save-model --checkpoint-every 100 --env-id") == 3
     assert "--target-return" not in logs and "--clip-coef" not in logs
     (run_dir, *_) = sorted((out / "runs").iterdir())
-    (run_dir / "ppo_atari_envpool.pt").write_bytes(b"a checkpoint")
+    write_checkpoint(run_dir / "ppo_atari_envpool.pt")
 
     def breakout(**variables):
         return subprocess.run(["bash", str(REPO / "benchmark" / "breakout.sh")], env=test_env(KEPT=str(kept), **variables),
                               capture_output=True, text=True)
 
     assert_ok(breakout(OUT=str(out), KEEP="1"))
-    made = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.suffix != ".log"
-                  and p.parent != out)  # not the fake's calls.jsonl
-    assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()) == made
+    assert kept_files(kept) == kept_files(out)
+    assert checkpoint_parts(kept / "runs" / run_dir.name / "ppo_atari_envpool.pt") == ["model"]  # a done run's
     assert_ok(breakout(OUT=str(tmp_path / "fresh"), RUNS="atari", SEEDS="9"))  # a new machine, no run to start: the copy
-    assert (tmp_path / "fresh" / "runs" / run_dir.name / "ppo_atari_envpool.pt").read_bytes() == b"a checkpoint"
+    assert kept_files(tmp_path / "fresh") == kept_files(kept)
     proc = breakout(RUNS="lstm", OUT=str(out))
     assert proc.returncode == 2 and "unknown run 'lstm'" in proc.stderr
+
+
+def test_microrts_sh_runs_masked_then_unmasked_with_the_blogs_settings_and_keeps_the_runs(tmp_path):
+    """benchmark/microrts.sh with the fake trainer: ppo_multidiscrete_mask.py on each env and seed, then
+    ppo_multidiscrete.py, with 8 envs, clip 0.1, 2M steps and a checkpoint; the report has both arms. KEEP=1 keeps a
+    done run's checkpoint as its weights only and an unfinished run's whole, and a new machine gets them back."""
+    out, kept = tmp_path / "out", tmp_path / "kept"
+    envs = ["MicrortsMining-v1", "MicrortsAttackShapedReward-v1"]
+    got = run_sweep_with_fake_trainer("microrts.sh", tmp_path, out, ENVS=" ".join(envs), SEEDS="1 2", KEPT=str(kept))
+    assert [(c["script"], c["env_id"], c["seed"]) for c in got] == [
+        (script, env_id, seed) for script in ("ppo_multidiscrete_mask.py", "ppo_multidiscrete.py")
+        for env_id in envs for seed in (1, 2)]
+    logs = "".join(path.read_text() for path in sorted(out.glob("state_*/*.log")))
+    assert logs.count("--num-envs 8 --clip-coef 0.1 --total-timesteps 2000000 --checkpoint-every 100 --env-id") == 8
+    report = (out / "report.md").read_text()
+    for script in ("ppo_multidiscrete_mask.py", "ppo_multidiscrete.py"):
+        assert table_row(report, "MicrortsMining-v1", script, "2M")[4] == "2.00 ± 0.00 (last 3 ep.)"  # 2 seeds
+    unfinished = next(out.glob("state_ppo_multidiscrete/*MicrortsMining-v1__1__*.json"))
+    interrupted = json.loads(unfinished.read_text())
+    unfinished.write_text(json.dumps(dict(interrupted, status="interrupted")))
+    done = json.loads(next(out.glob("state_ppo_multidiscrete_mask/*MicrortsMining-v1__1__*.json")).read_text())
+    for state, script in ((interrupted, "ppo_multidiscrete"), (done, "ppo_multidiscrete_mask")):
+        write_checkpoint(out / "runs" / state["run_names"][0] / f"{script}.pt")
+
+    def microrts(**variables):
+        return subprocess.run(["bash", str(REPO / "benchmark" / "microrts.sh")], capture_output=True, text=True,
+                              env=test_env(KEPT=str(kept), **variables))
+
+    assert_ok(microrts(OUT=str(out), KEEP="1"))
+    assert kept_files(kept) == kept_files(out) and len(kept_files(kept)) == 8 * 3 + 2
+    kept_runs = kept / "runs"
+    assert checkpoint_parts(kept_runs / interrupted["run_names"][0] / "ppo_multidiscrete.pt") == ["model", "optimizer"]
+    assert checkpoint_parts(kept_runs / done["run_names"][0] / "ppo_multidiscrete_mask.pt") == ["model"]
+    assert_ok(microrts(OUT=str(tmp_path / "fresh"), ENVS="MicrortsMining-v1", SEEDS="2"))  # done runs: nothing to run
+    assert kept_files(tmp_path / "fresh") == kept_files(kept)
 
 
 def test_mujoco_v5_sh_runs_its_parts_and_ends_the_wide_report_with_random_play(tmp_path):
