@@ -17,7 +17,7 @@
 # machine without $OUT/runs, this copies them back first, and the grid goes on. Then report.py's table and curves,
 # both arms side by side, into $OUT/report.md; the committed one (benchmark/results/microrts.md) is made from $KEPT:
 #   python benchmark/report.py --runs benchmark/results/microrts/runs --sweep benchmark/results/microrts/state_* \
-#       --out benchmark/results/microrts --title ... --note ...
+#       --thresholds 10 15 35 --out benchmark/results/microrts --title ... --note ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-2000000}

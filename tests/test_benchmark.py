@@ -984,7 +984,7 @@ def test_report_thresholds_say_that_a_torchrun_run_shows_rank_0s_games_only(tmp_
 @pytest.mark.parametrize("game, options", [
     ("pong", ["--thresholds", 18, 20, "--window-steps", 1_000_000]),
     ("breakout", ["--thresholds", 100, 200, 300, 400, "--window-steps", 1_000_000]),
-    ("mujoco_v5", []), ("mujoco_v5_wide", []), ("microrts", [])])
+    ("mujoco_v5", []), ("mujoco_v5_wide", []), ("microrts", ["--thresholds", 10, 15, 35])])
 def test_the_committed_report_regenerates_from_the_committed_event_files(tmp_path, game, options):
     """benchmark/results/{pong,breakout,mujoco_v5,mujoco_v5_wide,microrts}.md are made from the event files,
     args.json and state files committed beside them (a fresh checkout has nothing else): made again from them, their
