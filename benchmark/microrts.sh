@@ -38,6 +38,6 @@ for script in ppo_multidiscrete_mask ppo_multidiscrete; do
         --command "python $script.py --num-envs 8 --clip-coef 0.1 --total-timesteps $STEPS --checkpoint-every 100" \
         --env-ids $ENVS --seeds $SEEDS --workers 1 --cwd "$OUT" --out "$OUT/state_$script"
 done
-python benchmark/report.py --runs "$OUT/runs" --sweep "$OUT"/state_* --out "$OUT/report" \
+python benchmark/report.py --runs "$OUT/runs" --sweep "$OUT"/state_* --thresholds 10 15 35 --out "$OUT/report" \
     --title "Gym-μRTS: ppo_multidiscrete_mask.py vs ppo_multidiscrete.py, the blog's settings" \
     --note "Command: bash benchmark/microrts.sh"
