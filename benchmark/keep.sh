@@ -1,8 +1,9 @@
 # Runs that outlive the machine, for the sweeps that take several sessions (breakout.sh, microrts.sh source this).
 # A new machine keeps nothing gitignored, so at the end of a session `KEEP=1 bash benchmark/<sweep>.sh` copies what
 # the sweep's $OUT holds into $KEPT, to commit: each run's args.json, event files and checkpoint, and run.py's state
-# files. Started where $OUT/runs is missing, the sweep copies them back first: done runs count, the others continue
-# from their checkpoints. A done run's checkpoint is wanted only by --eval-checkpoint, so it shrinks to what that reads
+# files and logs (a resumed run's log goes on in the same file, so the log a report names exists on every machine).
+# Started where $OUT/runs is missing, the sweep copies them back first: done runs count, the others continue from
+# their checkpoints. A done run's checkpoint is wanted only by --eval-checkpoint, so it shrinks to what that reads
 # (without the optimizer's state: about a third of the file), in $OUT too, so that once committed it stays unchanged.
 
 copy_runs() {  # copy_runs FROM TO
@@ -11,8 +12,8 @@ copy_runs() {  # copy_runs FROM TO
         [ -d "$dir" ] || continue
         dir=${dir%/}
         mkdir -p "$2/${dir#"$1"/}"
-        find "$dir" -maxdepth 1 -type f \( -name "*.json" -o -name "events.out.tfevents.*" -o -name "*.pt" \) \
-            -exec cp -p {} "$2/${dir#"$1"/}/" \;
+        find "$dir" -maxdepth 1 -type f \( -name "*.json" -o -name "events.out.tfevents.*" -o -name "*.pt" \
+            -o -name "*.log" \) -exec cp -p {} "$2/${dir#"$1"/}/" \;
     done
 }
 

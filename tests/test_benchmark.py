@@ -1166,9 +1166,9 @@ def checkpoint_parts(path):
 
 
 def kept_files(folder):
-    """{path: bytes} of what benchmark/keep.sh keeps of a sweep's folder: the runs' files and the state files."""
+    """{path: bytes} of what benchmark/keep.sh keeps of a sweep's folder: the runs' files, the state files and logs."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.parent != folder and (p.suffix in (".json", ".pt") or "tfevents" in p.name)}
+            if p.is_file() and p.parent != folder and (p.suffix in (".json", ".pt", ".log") or "tfevents" in p.name)}
 
 
 def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_runs(tmp_path):
@@ -1227,7 +1227,7 @@ def test_microrts_sh_runs_masked_then_unmasked_with_the_blogs_settings_and_keeps
                               env=test_env(KEPT=str(kept), **variables))
 
     assert_ok(microrts(OUT=str(out), KEEP="1"))
-    assert kept_files(kept) == kept_files(out) and len(kept_files(kept)) == 8 * 3 + 2
+    assert kept_files(kept) == kept_files(out) and len(kept_files(kept)) == 8 * 4 + 2
     kept_runs = kept / "runs"
     assert checkpoint_parts(kept_runs / interrupted["run_names"][0] / "ppo_multidiscrete.pt") == ["model", "optimizer"]
     assert checkpoint_parts(kept_runs / done["run_names"][0] / "ppo_multidiscrete_mask.pt") == ["model"]
