@@ -9,12 +9,13 @@ hyperparameters text the scripts log), env id and seed. Runs with the same scrip
 arm; runs that differ in any setting are different arms (not counted as settings: --resume, and a flag that some runs
 of the script do not record, added after they were made). An arm is labelled by its script and the settings in which
 it differs from the other arms of that script (`ppo.py learning_rate=0.001`). Per run: the mean of its last --last
-charts/episodic_return values (fewer when fewer exist: the table says so), its final charts/SPS, and its training
-time. Per arm: mean and std of these over seeds. A run that stopped before 95% of its total timesteps (and did not
-reach its --target-return) is listed but left out of the table; when a seed of an arm was run twice, the newer run
-counts. Under each
-table, the library versions its runs were made with (args.json's "versions": python, torch, gymnasium, ...): one set,
-or "mixed" and each set with its runs; "not recorded" for runs older than that key. They are no setting of an arm.
+charts/episodic_return values (fewer when fewer exist: the table says so), its final charts/SPS (of a run stopped
+and resumed, each part counting its own steps per second: the median of them all), and its training time. Per arm:
+mean and std of these over seeds. A run that stopped before 95% of its total timesteps (and did not reach its
+--target-return) is listed but left out of the table; when a seed of an arm was run twice, the newer run counts.
+Under each table, the library versions its runs were made with (args.json's "versions": python, torch, gymnasium,
+...): one set, or "mixed" and each set with its runs; "not recorded" for runs older than that key. They are no setting
+of an arm.
 
 Comparisons, for each env with two or more arms: the difference of mean returns of each arm to a baseline arm (the
 one with the reference settings, else the first), with a 95% confidence interval from a bootstrap over seeds; over
@@ -191,15 +192,16 @@ def libraries(runs):
 
 def summarize_run(run, last):
     """The per-run numbers of the table: episodes, mean return of the last `last` episodes (`averaged`: how many
-    there were), final and median SPS, training time (`wall`), whether it is complete (95% of its budget, or its
-    --target-return reached)."""
+    there were), final SPS (of a run in parts: the median) and median SPS, training time (`wall`), whether it is
+    complete (95% of its budget, or its --target-return reached)."""
     returns = run["scalars"].get("charts/episodic_return", (np.array([]),) * 3)[1]
     sps = run["scalars"].get("charts/SPS", (np.array([]),) * 3)[1]
     return {
         "episodes": len(returns),
         "averaged": min(last, len(returns)),
         "return": float(np.mean(returns[-last:])) if len(returns) else math.nan,
-        "sps": float(sps[-1]) if len(sps) else math.nan,
+        # each process logs the SPS of its own steps: the last value is the whole run's only if it ran in one part
+        "sps": float(sps[-1] if len(run["spans"]) < 2 else np.median(sps)) if len(sps) else math.nan,
         "sps_median": float(np.median(sps)) if len(sps) else math.nan,
         "wall": float(training_clock(run["spans"], math.inf)),
         "complete": run["last_step"] >= 0.95 * run["total_timesteps"] or run["target_reached"],
@@ -704,7 +706,8 @@ def render(report, ref_rows, args, image_links, runs_link=None):
     lines += [
         f"Return: per run, the mean of its last {args.last} episodic returns (fewer where fewer exist: the cell says "
         f"how many); mean ± std over seeds ({std_name}). "
-        "SPS: charts/SPS at the end of a run (env steps per second over the whole run), mean over seeds. "
+        "SPS: charts/SPS at the end of a run (env steps per second over the whole run; of a run stopped and resumed, "
+        "the median of its charts/SPS), mean over seeds. "
         "Wall: training time, first to last logged scalar (of each process of a run stopped and resumed, the pauses "
         "left out), mean over seeds. An arm is a script with its settings: its label names "
         "the settings in which it differs from the other arms of that script. Reference figures from "
