@@ -857,8 +857,9 @@ def test_report_thresholds_give_step_and_training_time_with_the_pauses_of_a_resu
     15 21 20 21 21; the means of 4 reach 18 at the 7th episode (19 20 15 21: 18.75, step 470, 5 s into the second
     part: 37 + 5 = 42 s) and 20 at the 10th (20.75, step 640: 37 + 21 = 58 s); training time 37 + 27 = 64 s, pauses
     (5030 - 1005) - 64 = 3961 s; SPS median of 10 11 12 13 25 26 27: 13, in both tables (27, the last value, is the
-    second part's alone). It stopped at its target, before its budget, and still counts. Seed 2, one process from 2010 to 2052 s: returns of 18 reach 18 only with 4 of them (step 400,
-    2040 s: 30 s), never 20. --sweep adds each run's command and machine, or "not recorded"."""
+    second part's alone). It stopped at its target, before its budget, and still counts. Seed 2, one process from
+    2010 to 2052 s: returns of 18 reach 18 only with 4 of them (step 400, 2040 s: 30 s), never 20. --sweep adds each
+    run's command and machine, or "not recorded"."""
     runs = tmp_path / "runs"
     first, second = runs / "Pong-v5__ppo_atari_envpool__1__1000", runs / "Pong-v5__ppo_atari_envpool__2__2000"
     for folder, seed, total in ((first, 1, 10000), (second, 2, 500)):
