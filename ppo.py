@@ -12,17 +12,14 @@ import signal
 if __name__ == "__main__":  # before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 import contextlib
-import copy
+import datetime
 import importlib.metadata
 import importlib.util
-import io
-import itertools
 import json
 import os
 import platform
 import random
 import re
-import shutil
 import sys
 import time
 from collections import deque
@@ -355,8 +352,8 @@ def main(args: Args) -> None:
     global_step = run.start_iteration * args.batch_size
     next_obs, _ = envs.reset(seed=run.seed)
     next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
-    with run:  # Ctrl-C or SIGTERM: the loop ends within an env step or a mini-batch; the last whole iteration is saved
-        for iteration in run.iterations():  # between two: the progress line, checkpoints (--checkpoint-every)
+    with run:  # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
+        for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)
             frac = 1.0 - (iteration - 1.0) / args.num_iterations  # the share of training still to come
@@ -444,246 +441,251 @@ def main(args: Args) -> None:
                 writer.add_scalar(f"losses/{name}", mean.item(), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
 
+            # the iteration's end: the progress line, --checkpoint-every, --target-return, and a stop (Ctrl-C, SIGTERM)
+            run.progress(iteration)
+            if args.checkpoint_every and iteration % args.checkpoint_every == 0:
+                run.save(iteration)
+            if run.target_reached(iteration) or run.stop_signal:
+                break
+        if args.save_model or args.checkpoint_every:  # the state after the last iteration
+            run.save(iteration)
+
 
 # =====================================================================================================================
-# Run plumbing: errors, --resume and --eval-checkpoint, run folders, checkpoints, stops, wandb, the progress line. No
-# PPO below this line: the same text in all nine ppo*.py scripts (a test checks it). How it behaves: docs/ppo.md.
+# Run plumbing: errors, --resume and --eval-checkpoint, the run's folder and logs, checkpoints, stops, wandb, the
+# progress line. No PPO below this line: the same text in every single-process script (a test checks it). docs/ppo.md.
 # =====================================================================================================================
 
-# --resume takes the checkpoint's settings, but a flag given (typed, at any value) changes these (those a script has)
-FREE_ON_RESUME = ("total_timesteps", "target_return", "cuda", "compile", "track", "wandb_project_name",
-                  "wandb_entity", "capture_video", "save_model", "checkpoint_every", "eval_episodes", "num_threads",
-                  "backend", "device_ids", "dist_timeout")
-ENV_SETTINGS = ("env_id", "distribution_mode")  # what --eval-checkpoint takes from the checkpoint
+# --resume takes the checkpoint's settings; a flag given on the command line changes these (where a script has them)
+FREE_ON_RESUME = """total_timesteps target_return cuda compile track wandb_project_name wandb_entity capture_video
+    save_model checkpoint_every eval_episodes num_threads""".split()
+# what --eval-checkpoint takes from the checkpoint
+ENV_SETTINGS = ["env_id", "distribution_mode"]
+# the libraries whose versions args.json records, those the run imported: {module: distribution}
+LIBRARIES = dict(torch="torch", gymnasium="gymnasium", envpool="envpool", ale_py="ale-py", mujoco="mujoco")
+LIBRARIES |= dict(gym="gym", gym_microrts="gym-microrts", jpype="JPype1")  # Gym-μRTS and the gym it runs on
 
 
-class Run(contextlib.AbstractContextManager):  # with run: the training loop, which a stop ends (__exit__)
-    """parts: what a checkpoint holds besides the settings (model=agent, ...), with state_dict and load_state_dict."""
+class Run(contextlib.AbstractContextManager):
+    """What a run needs besides PPO: its checks, the checkpoint it resumes or plays, its folder and logs, its saves.
+    `with run:` around the training loop closes the logs and restores the signal handlers however the loop ends."""
 
-    class Stop(Exception):
-        """Raised at a safe point (check) after a stop signal: it ends the training loop, and __exit__ handles it."""
-
-    def __init__(self, args, rank=0):  # rank: under torchrun, only rank 0 writes. Checks, checkpoint, run folder
-        self.args, self.rank, self.script, self.stopped_by = args, rank, os.path.basename(__file__), 0
-        self.name, self.dir, self.made, self.writer, self.state, self.written, self.wandb_id = "", *[None] * 6
-        self.reached, self.start_iteration, self.done, self.world = False, 0, 0, 1  # done: the last whole iteration
-        stops = (signal.SIGINT, signal.SIGTERM) if args.eval_checkpoint is None else ()  # Ctrl-C, a scheduler's stop
-        self.handlers = {s: signal.signal(s, self.on_signal) for s in stops}  # training's, until main ends (restore)
-        self.flag, self.path = ("--resume", args.resume) if args.resume else ("--eval-checkpoint", args.eval_checkpoint)
-        self.checkpoint = self.read_checkpoint() if self.path is not None else {}
-        if (problem := args.problem()) is not None:
+    def __init__(self, args):
+        self.args = args
+        self.script = os.path.basename(__file__)
+        self.name = None
+        self.checkpoint = {}
+        if args.resume is not None:
+            self.checkpoint = self.read_checkpoint("--resume", args.resume)
+        elif args.eval_checkpoint is not None:
+            self.checkpoint = self.read_checkpoint("--eval-checkpoint", args.eval_checkpoint)
+        problem = args.problem()
+        if problem is not None:
             self.fail(problem)
         self.start_iteration = self.checkpoint.get("iteration", 0) if args.resume is not None else 0
         if args.resume is not None and self.start_iteration >= args.num_iterations:
-            self.fail(f"--resume {args.resume}: the run has done all its {self.start_iteration} iterations; give a "
-                      f"larger --total-timesteps than {args.total_timesteps} to extend it")
-        saved = self.checkpoint.get("recent_returns", []) if args.resume and rank == 0 else []  # a resume counts on
-        self.recent_returns = deque(saved, maxlen=20)  # the last episodes' returns: progress line, --target-return
-        seeds = np.random.SeedSequence([args.seed, self.start_iteration])  # --resume: new random numbers everywhere,
-        self.seed = args.seed if args.resume is None else int(seeds.generate_state(1)[0]) % 2**30  # envpool: int32
-        self.name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"  # one level
-        if args.resume is not None:  # the run goes on in its own folder
+            self.fail(
+                f"--resume {args.resume}: the run has done all its {self.start_iteration} iterations; "
+                f"give a larger --total-timesteps than {args.total_timesteps} to extend it"
+            )
+        # the returns of the last 20 episodes, for the progress line and --target-return; a resumed run counts on
+        self.recent_returns = deque(self.checkpoint.get("recent_returns", []), maxlen=20)
+        # A resumed run draws new random numbers: its seed comes from --seed and the iteration it starts at (below
+        # 2**30, as --seed, so that the envs' seeds, seed + i, stay within envpool's int32)
+        self.seed = args.seed
+        if args.resume is not None:
+            self.seed = int(np.random.SeedSequence([args.seed, self.start_iteration]).generate_state(1)[0]) % 2**30
+        if args.resume is not None:
             self.dir = os.path.dirname(args.resume) or "."
             self.name = os.path.basename(os.path.abspath(self.dir))
-        try:
-            if args.capture_video and rank == 0:  # the envs record into videos/{run_name}
+        else:
+            self.name = self.free_name()
+            self.dir = f"runs/{self.name}"
+        if args.eval_checkpoint is not None:  # a recorded evaluation films into videos/{name}/eval
+            self.name = f"{self.name}/eval"
+        if args.capture_video:
+            try:
                 os.makedirs("videos", exist_ok=True)
-            if args.resume is None and rank == 0 and (args.eval_checkpoint is None or args.capture_video):
-                parent = "runs" if args.eval_checkpoint is None else "videos"  # a recorded evaluation's in videos/
-                for name in (self.name if n == 1 else f"{self.name}-{n}" for n in itertools.count(1)):
-                    with contextlib.suppress(FileExistsError):  # mkdir is atomic: a name taken gets -2, -3, ...
-                        os.makedirs(f"{parent}/{name}")
-                        break
-                self.dir, self.name = f"{parent}/{name}", name if parent == "runs" else f"{name}/eval"
-                self.made = self.dir if parent == "runs" else None  # what fail removes if the run trained nothing
-        except OSError as e:  # a file of that name, or no permission
-            self.fail(f"cannot make the folder {e.filename} ({e.strerror})")
+            except OSError as e:
+                self.fail(f"cannot make the folder videos ({e.strerror})")
+        self.stop_signal = 0
+        self.saved_iteration = None
+        self.wandb_id = self.checkpoint.get("wandb_id")
 
-    def read_checkpoint(self):  # if this script wrote it; its settings become the run's
-        flag, path, args = self.flag, self.path, self.args
+    def free_name(self):
+        """{env id}__{exp_name}__{seed}__{unix time}, then -2, -3, ... while a run of the same second has that name."""
+        first = f"{self.args.env_id.replace('/', '_')}__{self.args.exp_name}__{self.args.seed}__{int(time.time())}"
+        name = first
+        number = 1
+        while os.path.exists(f"runs/{name}") or os.path.exists(f"videos/{name}"):
+            number += 1
+            name = f"{first}-{number}"
+        return name
+
+    def read_checkpoint(self, flag, path):
+        """The checkpoint at path, if this script wrote it. Its settings become the run's: all of them for --resume,
+        the env's for --eval-checkpoint; a setting given that contradicts them is refused."""
         try:
             checkpoint = torch.load(path, map_location="cpu", weights_only=True)
         except FileNotFoundError:
             self.fail(f"{flag} {path}: no such file")
-        except Exception as e:  # empty, truncated, corrupt, or not a torch file at all
+        except Exception as e:
             self.fail(f"{flag} {path}: not a readable checkpoint ({type(e).__name__})")
-        if not (isinstance(checkpoint, dict) and "script" in checkpoint and isinstance(checkpoint.get("args"), dict)):
+        if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("args"), dict):
             self.fail(f"{flag} {path}: not a checkpoint saved by --save-model (a bare state dict? an older format?)")
-        if checkpoint["script"] != self.script:
-            self.fail(f"{flag} {path}: this checkpoint was written by {checkpoint['script']}; use that script")
-        typed = {word[2:].split("=")[0].replace("-", "_").removeprefix("no_") for word in sys.argv[1:]
-                 if word.startswith("--")} if os.path.realpath(sys.argv[0]) == os.path.realpath(__file__) else set()
-        names = vars(args) if flag == "--resume" else [name for name in ENV_SETTINGS if name in vars(args)]
-        for name in [name for name in names if name in checkpoint["args"] and name not in ("resume", "eval_checkpoint")]:
-            value, saved = getattr(args, name), checkpoint["args"][name]
-            given = name in typed or value != getattr(type(args)(), name)  # typed (--no-cuda), or off its default
-            if given and value != saved and (flag == "--eval-checkpoint" or name not in FREE_ON_RESUME):
+        if checkpoint.get("script") != self.script:
+            self.fail(f"{flag} {path}: this checkpoint was written by {checkpoint.get('script')}; use that script")
+        # A setting is given when typed on the command line (at any value), or set off its default by a caller of main
+        typed = set()
+        if os.path.realpath(sys.argv[0]) == os.path.realpath(__file__):
+            typed = {word[2:].split("=")[0].replace("-", "_").removeprefix("no_") for word in sys.argv[1:]}
+        names = vars(self.args) if flag == "--resume" else ENV_SETTINGS
+        for name in [name for name in names if name in checkpoint["args"] and name in vars(self.args)]:
+            value = getattr(self.args, name)
+            saved = checkpoint["args"][name]
+            given = name in typed or value != getattr(Args(), name)
+            free = flag == "--resume" and name in FREE_ON_RESUME + ["resume", "eval_checkpoint"]
+            if given and value != saved and not free:
                 self.fail(f"--{name.replace('_', '-')} {value}: the checkpoint was trained with {saved}; leave it out")
-            setattr(args, name, value if given else saved)
+            if not given:
+                setattr(self.args, name, saved)
         return checkpoint
 
-    def load(self, **parts):  # the checkpoint's state into the parts
+    def load(self, **parts):
+        """The checkpoint's state into the parts (model=agent, ...)."""
         for name, part in parts.items():
             try:
                 part.load_state_dict(self.checkpoint[name])
-            except Exception:  # missing, or other layer sizes or layers
-                self.fail(f"{self.flag} {self.path}: its {name} does not fit this script's {name} for {self.args.env_id}")
+            except Exception:
+                path = self.args.resume or self.args.eval_checkpoint
+                self.fail(f"{path}: its {name} does not fit this script's {name} for {self.args.env_id}")
 
-    def start(self, envs, **parts):  # --resume loads the parts; rank 0 opens the logs and returns them
-        args, self.envs, self.parts, env_step = self.args, envs, parts, envs.step
-        if torch.distributed.is_available() and torch.distributed.is_initialized():  # under torchrun
-            self.world = torch.distributed.get_world_size()
+    def start(self, envs, **parts):
+        """Training starts: --resume loads the parts; the run gets its folder, args.json, wandb and TensorBoard's
+        writer (returned); Ctrl-C and SIGTERM now stop the run at the end of the iteration under way."""
+        args = self.args
+        self.envs = envs
+        self.parts = parts
         if args.resume is not None:
             self.load(**parts)
-        envs.step = lambda *a, **k: self.check() or env_step(*a, **k)  # a stop's safe points: before each env step
-        parts["optimizer"].register_step_pre_hook(self.check)  # and each optimizer step (one a mini-batch)
-        if self.rank != 0:
-            return None
-        if args.track:  # --resume: the same wandb run. Without a network, wandb.init gives up after a timeout: log offline
+        if args.track and importlib.util.find_spec("wandb") is None:
+            self.fail('--track needs wandb: pip install -e ".[wandb]"')
+        try:
+            os.makedirs(self.dir, exist_ok=args.resume is not None)
+        except OSError as e:
+            self.fail(f"cannot make the folder {e.filename} ({e.strerror})")
+        if args.track:
+            import wandb
+
+            # the same wandb run after --resume; without a network, wandb.init gives up after WANDB_INIT_TIMEOUT
+            # seconds (90 by default): the run logs offline then (`wandb sync` uploads it later)
+            config = dict(project=args.wandb_project_name, entity=args.wandb_entity, name=self.name, config=vars(args))
+            config.update(id=self.wandb_id, resume="allow", sync_tensorboard=True, save_code=True)
             try:
-                import wandb
-            except ImportError:
-                self.fail('--track needs wandb: pip install -e ".[wandb]"')
-            kwargs = dict(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, name=self.name,
-                          config=vars(args), save_code=True, resume="allow", id=self.checkpoint.get("wandb_id"))
-            if not (timeout := os.environ.get("WANDB_INIT_TIMEOUT", "30")).replace(".", "", 1).isdigit():  # wandb's: 90
-                self.fail(f"WANDB_INIT_TIMEOUT={timeout}: not a number of seconds")
-            try:
-                wandb.init(**kwargs, settings=wandb.Settings(init_timeout=float(timeout)))
+                wandb.init(**config)
             except Exception as e:
-                print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline (wandb sync)", file=sys.stderr)
-                wandb.init(**kwargs, mode="offline")
+                print(f"wandb: cannot reach the server ({type(e).__name__}); logging offline", file=sys.stderr)
+                wandb.init(**config, mode="offline")
             self.wandb_id = wandb.run.id
-        installed = {dist.name: dist.version for dist in importlib.metadata.distributions()}
-        versions = {"python": platform.python_version(), **{name: installed[name] for name in ("torch", "gymnasium",
-                    "envpool", "ale-py", "mujoco") if name in installed}}  # the libraries that made the run
-        info = {"script": self.script, "versions": versions, **vars(args)}  # what made the run, for the reports
+        versions = {"python": platform.python_version()}
+        for module, distribution in LIBRARIES.items():
+            if module in sys.modules:
+                versions[distribution] = importlib.metadata.version(distribution)
+        info = {"script": self.script, "versions": versions, **vars(args)}
         with open(f"{self.dir}/args.json", "w") as f:
             json.dump(info, f, indent=1)
-        # --resume: TensorBoard hides what the stopped process logged after its checkpoint, so no step appears twice
-        self.writer = SummaryWriter(self.dir, purge_step=self.start_iteration * args.batch_size + 1 if args.resume else None)
-        self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in info.items()))
+        # After --resume, TensorBoard hides what the stopped process logged after its checkpoint: no step shows twice
+        purge_step = self.start_iteration * args.batch_size + 1 if args.resume is not None else None
+        self.writer = SummaryWriter(self.dir, purge_step=purge_step)
+        table = "\n".join(f"|{key}|{value}|" for key, value in info.items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+        self.handlers = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.start_time = time.time()
+        self.printed = self.start_time
         return self.writer
 
-    def iterations(self):  # between two and after the last: progress, the state to save, --checkpoint-every's save
-        args, self.start_time, self.saved = self.args, time.time(), True
-        printed = self.start_time  # the progress line: every 20th of the run, and at least once a minute
-        for self.done in range(self.start_iteration, args.num_iterations + 1):
-            step = self.done * args.batch_size
-            if self.rank == 0 and self.done > self.start_iteration:  # SPS of this process's steps
-                sps = int((step - self.start_iteration * args.batch_size) / (time.time() - self.start_time))
-                self.writer.add_scalar("charts/SPS", sps, step)
-                if self.done % max(1, args.num_iterations // 20) == 0 or self.done in (1, args.num_iterations) \
-                        or time.time() - printed >= 60:
-                    printed, eta = time.time(), int((args.num_iterations - self.done) * args.batch_size / max(sps, 1))
-                    recent = f"{np.mean(self.recent_returns):8.2f}" if self.recent_returns else "       -"
-                    print(f"step {step:>9}/{args.num_iterations * args.batch_size} | SPS {sps:>6} | return (last "
-                          f"{len(self.recent_returns):>2}) {recent} | ETA {eta // 3600:02d}:{eta // 60 % 60:02d}:"
-                          f"{eta % 60:02d}", flush=True)
-            reached = args.target_return is not None and len(self.recent_returns) == 20 and \
-                bool(np.mean(self.recent_returns) >= args.target_return)  # rank 0's episodes (others record none)
-            if self.rank == 0 and (args.save_model or args.checkpoint_every):
-                self.state = {"script": self.script, "args": dict(vars(args)), "iteration": self.done, "global_step": step,
-                              "wandb_id": self.wandb_id, "target_reached": reached, "recent_returns": [*self.recent_returns],
-                              **{name: copy.deepcopy(part.state_dict()) for name, part in self.parts.items()}}
-                if args.checkpoint_every and self.done > self.start_iteration and self.done % args.checkpoint_every == 0:
-                    self.saved = self.save()
-            flags = torch.tensor([self.stopped_by, not self.saved, reached])
-            if self.world > 1:  # under torchrun what one rank says holds for all ranks, so that they stop together
-                flags = flags.to("cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
-                torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
-            self.stopped_by, self.saved, self.reached = int(flags[0]), not flags[1], bool(flags[2])
-            if self.done == args.num_iterations or flags.any():
-                return
-            yield self.done + 1
-
-    def save(self):  # to a temporary file, fsync, rename: never a half-written checkpoint; False when it failed
-        path, state = f"{self.dir}/{self.args.exp_name}.pt", self.state
-        try:
-            with open(path + ".tmp", "wb") as f:
-                torch.save(state, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(path + ".tmp", path)
-            print(f"model saved to {path}")
-            self.written = state
-            return True
-        except (OSError, RuntimeError) as e:  # a full disk (torch reports it as a RuntimeError)
-            print(f"{self.script}: error: cannot save {path} ({getattr(e, 'strerror', None) or 'disk full?'}); the "
-                  f"last complete checkpoint is kept", file=sys.stderr)
-            with contextlib.suppress(OSError):
-                os.remove(path + ".tmp")
-            return False
-
-    def on_signal(self, signum, frame):  # records the stop, for check() and the iteration's end; raises nothing
-        if self.stopped_by and self.world == 1:  # a second: the process ends now, as by the signal's default action,
-            if self.state is not self.written:  # once the last whole iteration is saved (a save under way: anew)
-                self.save()
+    def on_signal(self, signum, frame):
+        """Ctrl-C or SIGTERM: the run stops at the end of the iteration under way; a second one ends it at once."""
+        if self.stop_signal:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
-        self.stopped_by = self.stopped_by or signum
+        self.stop_signal = signum
+        # os.write: the main thread may be inside a print, and Python's buffered streams refuse a reentrant write
+        os.write(2, b"\nthe run stops at the end of this iteration (once more: at once)\n")
 
-    def check(self, *_):  # a safe point: a stop drops the iteration under way (under torchrun, where a rank gets each
-        if self.stopped_by and self.world == 1:  # stop twice, all ranks stop together at its end)
-            raise self.Stop
+    def progress(self, iteration):
+        """After each iteration: charts/SPS, and the progress line every 20th of the run and at least once a minute."""
+        args = self.args
+        self.last_iteration = iteration
+        global_step = iteration * args.batch_size
+        sps = int((iteration - self.start_iteration) * args.batch_size / (time.time() - self.start_time))
+        self.writer.add_scalar("charts/SPS", sps, global_step)
+        twentieth = iteration % max(1, args.num_iterations // 20) == 0
+        if twentieth or iteration in (1, args.num_iterations) or time.time() - self.printed >= 60:
+            self.printed = time.time()
+            eta = datetime.timedelta(seconds=(args.num_iterations - iteration) * args.batch_size // max(sps, 1))
+            recent = f"{np.mean(self.recent_returns):8.2f}" if self.recent_returns else "       -"
+            episodes = f"return (last {len(self.recent_returns):>2}) {recent}"
+            total = args.num_iterations * args.batch_size
+            print(f"step {global_step:>9}/{total} | SPS {sps:>6} | {episodes} | ETA {eta}", flush=True)
 
-    def __exit__(self, kind, error, trace):  # the loop is over: finished, stopped, or failed with an error
-        args, clean = self.args, kind in (None, self.Stop)
-        trained, step = self.done > self.start_iteration, self.done * args.batch_size  # the saved state's step
-        if self.reached and self.rank == 0:  # a stop as at the end: the last save, exit code 0
-            print(f"target reached at step {step}: the mean return of the last 20 episodes is "
-                  f"{np.mean(self.recent_returns):.2f} >= --target-return {args.target_return}; training ends", flush=True)
-            self.writer.add_text("target_reached", f"step {step}", step)
-        if self.stopped_by and trained and self.rank == 0:
-            print(f"\ninterrupted at step {step} (after iteration {self.done}, the last whole one)", file=sys.stderr)
-        if clean and trained and self.saved and self.state is not self.written:  # the state after the last iteration
-            self.saved = self.save()
+    def target_reached(self, iteration):
+        """--target-return: whether the mean return of the last 20 episodes has reached it (then said and logged)."""
+        target = self.args.target_return
+        if target is None or len(self.recent_returns) < 20 or np.mean(self.recent_returns) < target:
+            return False
+        global_step = iteration * self.args.batch_size
+        mean = np.mean(self.recent_returns)
+        print(f"target reached at step {global_step}: the last 20 episodes' mean return {mean:.2f} >= {target}")
+        self.writer.add_text("target_reached", f"step {global_step}", global_step)
+        return True
+
+    def save(self, iteration):
+        """The state after this iteration into runs/<run>/<script>.pt, written to a temporary file and then renamed,
+        so that the file on disk is always a whole checkpoint. Once per iteration."""
+        if iteration == self.saved_iteration:
+            return
+        global_step = iteration * self.args.batch_size
+        state = {"script": self.script, "args": vars(self.args), "iteration": iteration, "global_step": global_step}
+        state.update(wandb_id=self.wandb_id, recent_returns=list(self.recent_returns))
+        for name, part in self.parts.items():
+            state[name] = part.state_dict()
+        path = f"{self.dir}/{self.args.exp_name}.pt"
+        with open(f"{path}.tmp", "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(f"{path}.tmp", path)
+        self.saved_iteration = iteration
+        print(f"model saved to {path}")
+
+    def __exit__(self, error_type, error, traceback):
+        """The loop is over: finished, stopped or failed. After a stop, the exit code a shell shows for a process that
+        the signal ended: 130 after Ctrl-C, 143 after SIGTERM."""
+        if self.stop_signal and error_type is None:
+            step = self.last_iteration * self.args.batch_size
+            print(f"interrupted at step {step} (after iteration {self.last_iteration})", file=sys.stderr)
         self.envs.close()
-        try:
-            if self.writer is not None:
-                self.writer.close()
-        except OSError as e:  # a full disk: one line, unless the save has said it already
-            if self.saved:
-                print(f"{self.script}: error: cannot write the logs in {self.dir} ({e.strerror})", file=sys.stderr)
-            self.saved = False
-        if args.track and self.rank == 0:
-            sys.modules["wandb"].finish()  # imported by start()
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            if clean:  # wait for every rank: gloo's own thread frees the last all-reduce's tensors (under the GIL)
-                torch.distributed.barrier()  # after the call returns, and a rank that is exiting by then aborts
-            torch.distributed.destroy_process_group()
-        if clean and trained and self.rank == 0:
-            print(f"logs in {self.dir}: tensorboard --logdir {os.path.dirname(self.dir) or '.'}")
-        if clean and (self.stopped_by or not self.saved):  # 130 after Ctrl-C, 143 after SIGTERM (as a shell reports a
-            self.fail(None, code=128 + self.stopped_by if self.stopped_by else 1)  # process so ended), 1: a failed save
-        self.restore()
-        return clean  # the stop is handled: no traceback; an error goes on with its own
-
-    def restore(self):  # the signal handlers from before the run
+        self.writer.close()
+        if self.args.track:
+            sys.modules["wandb"].finish()
         for s, handler in self.handlers.items():
-            signal.signal(s, handler or signal.SIG_DFL)  # None: one not set from Python
+            signal.signal(s, handler or signal.SIG_DFL)
+        if error_type is not None:
+            return False
+        print(f"logs in {self.dir}: tensorboard --logdir {os.path.dirname(self.dir) or '.'}")
+        if self.stop_signal:
+            raise SystemExit(128 + self.stop_signal)
+        return False
 
-    def fail(self, message, code=2):  # one line on stderr, exit code 2, like argparse; what the run made goes again
-        self.restore()
-        if message:  # torchrun stops every rank once one exits: a pause on the others, so that rank 0 says the errors
-            time.sleep(5 if self.rank != 0 else 0)  # all ranks meet (once); an error of one rank alone comes after it
-            print(f"{self.script}: error: {message}", file=sys.stderr)
-        if self.made and self.done == self.start_iteration:  # the new run's folder, if it trained nothing: no trace
-            shutil.rmtree(self.made, ignore_errors=True)
-        for folder in (f"videos/{self.name}", self.dir or "", "videos", "runs"):
+    def fail(self, message):
+        """Refuse the run: one line on stderr and exit code 2, as argparse does; its empty video folders go again."""
+        print(f"{self.script}: error: {message}", file=sys.stderr)
+        for folder in (f"videos/{self.name}", "videos"):
             with contextlib.suppress(OSError):
-                os.rmdir(folder)
-        raise SystemExit(code)
+                os.removedirs(folder)
+        raise SystemExit(2)
 
 
 if __name__ == "__main__":
-    try:  # tyro's error box (--total-timesteps abc) said in one line, as every error here
-        with contextlib.redirect_stderr(io.StringIO()) as box:
-            args = tyro.cli(Args)
-    except SystemExit as e:  # what is wrong: the box's first section, after its title, up to a rule or a blank line
-        lines = [" ".join(line.strip(" │").split()) for line in box.getvalue().splitlines()[1:]]
-        if e.code:  # --help exits with 0
-            message = " ".join(itertools.takewhile(lambda line: line.strip("─"), lines)).removeprefix("Error parsing ")
-            print(f"{os.path.basename(__file__)}: error: {message} (see --help)", file=sys.stderr)
-        raise
-    main(args)
+    main(tyro.cli(Args))

@@ -52,10 +52,8 @@ def line_parts(source):
     main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
     loops = {}  # "iteration", "step", "epoch": the For node
     for node in ast.walk(main):
-        if isinstance(node, ast.For):
-            if isinstance(node.iter, ast.Call) and ast.unparse(node.iter.func) == "run.iterations":
-                loops["iteration"] = node
-            elif isinstance(node.target, ast.Name) and node.target.id in ("step", "epoch"):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+            if node.target.id in ("iteration", "step", "epoch"):
                 loops.setdefault(node.target.id, node)
     missing = {"iteration", "step", "epoch"} - loops.keys()
     if missing:
@@ -80,7 +78,7 @@ def line_parts(source):
                 text = lines[node.lineno - 1]
         if batch is not None and batch.lineno < line <= batch.end_lineno:  # its body runs in the update
             parts[line] = "loss" if "ppo_loss(" in text else "forward" if "agent." in text else "update_other"
-        elif line == loops["iteration"].lineno:  # advancing run.iterations(): the plumbing between two iterations
+        elif line == loops["iteration"].lineno:  # the loop's own line: the next iteration
             parts[line] = "logging"
         elif not inside(loops["iteration"], line):
             parts[line] = "start-up" if line < loops["iteration"].lineno else "end"

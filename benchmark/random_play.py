@@ -148,8 +148,9 @@ def main(argv=None):
             try:
                 envpool.make_spec(env_id)
             except ImportError as e:  # procgen's library loads the Qt 5 runtime: missing on a bare Linux
-                hint = "; envpool's procgen games need the Qt 5 runtime on Linux: apt install libqt5gui5" \
-                    if "qt" in str(e).lower() or re.search(r"(Easy|Hard)-v\d+$", env_id) else ""
+                hint = ""
+                if "qt" in str(e).lower() or re.search(r"(Easy|Hard)-v\d+$", env_id):
+                    hint = "; envpool's procgen games need the Qt 5 runtime on Linux: apt install libqt5gui5"
                 parser.error(f"--env-id {env_id}: envpool cannot load it ({str(e).splitlines()[0] if str(e) else e!r})"
                              f"{hint}")
     if args.markdown:

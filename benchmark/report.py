@@ -13,15 +13,16 @@ charts/episodic_return values (fewer when fewer exist: the table says so), its f
 and resumed, each part counting its own steps per second: the median of them all), and its training time. Per arm:
 mean and std of these over seeds. A run that stopped before 95% of its total timesteps (and did not reach its
 --target-return) is listed but left out of the table; when a seed of an arm was run twice, the newer run counts.
-Under each table, the library versions its runs were made with (args.json's "versions": python, torch, gymnasium,
-...): one set, or "mixed" and each set with its runs; "not recorded" for runs older than that key. They are no setting
-of an arm.
+Once, under the table of every run at the end, the library versions the runs were made with (args.json's "versions":
+python, torch, gymnasium, ...): one set, or "mixed" and each set with its runs; "not recorded" for runs older than
+that key. They are no setting of an arm.
 
 Comparisons, for each env with two or more arms: the difference of mean returns of each arm to a baseline arm (the
 one with the reference settings, else the first), with a 95% confidence interval from a bootstrap over seeds; over
-all envs, the interquartile mean (IQM) of min-max normalized returns and the probability of improvement, with
-stratified bootstrap confidence intervals as the `rliable` package computes them (pip install rliable; without it,
-the rest of the report is written and says what is missing).
+all envs, where two or more arms ran in every env (else the section is left out), the interquartile mean (IQM) of
+min-max normalized returns and the probability of improvement, with stratified bootstrap confidence intervals as the
+`rliable` package computes them (pip install rliable; without it, the rest of the report is written and says what is
+missing).
 With --sweep, the report also lists every run the sweep asked for that failed (with its error line) or never
 finished, marks an arm with fewer seeds than the sweep asked for ("2 of 3"), and gives per run its command and the
 machine it ran on as run.py recorded it: CPU model, cores, threads, the 1-minute load average while it ran.
@@ -175,8 +176,9 @@ def library_versions(value):
 
 
 def libraries(runs):
-    """The lines under a table that name the library versions its runs were made with: one set; or, where the runs
-    differ, "mixed" and each set with its runs; "not recorded" for runs without them (older runs). [] for no runs."""
+    """The lines under the table of runs that name the library versions the runs were made with: one set; or, where
+    they differ, "mixed" and each set with its runs; "not recorded" for runs without them (older runs). [] for no
+    runs."""
     sets = {}
     for run in sorted(runs, key=lambda r: r["name"]):
         versions = run["versions"]
@@ -228,8 +230,10 @@ def read_sweep(folders):
             state["file"] = path
             attempts.setdefault(ident, []).append(state)
             old = best.get(ident)
-            if old is None or (rank.get(state.get("status"), 9), -state.get("ended", 0)) < \
-                    (rank.get(old.get("status"), 9), -old.get("ended", 0)):
+            if old is None or (
+                (rank.get(state.get("status"), 9), -state.get("ended", 0))
+                < (rank.get(old.get("status"), 9), -old.get("ended", 0))
+            ):
                 best[ident] = state
     for ident, state in best.items():
         state["attempts"] = attempts[ident]
@@ -438,10 +442,10 @@ def aggregate(table, baseline, reps):
     """Over envs (the tasks) with rliable: IQM of min-max normalized returns per label and the probability that
     each label improves on the baseline, with stratified bootstrap 95% CIs. table: {env: {label: [returns by
     seed]}}. Returns (rows, note): rows [(label, iqm, (lo, hi), poi or None, (lo, hi) or None)], note: what was
-    left out or why nothing was computed."""
+    left out or why nothing was computed; ([], None) when there is nothing to compare (no two arms ran in every env)."""
     labels = sorted(set.intersection(*(set(arms) for arms in table.values())), key=lambda x: (x != baseline, x))
     if len(labels) < 2 or baseline not in labels:
-        return [], "no two arms ran in every env"
+        return [], None
     try:
         from rliable import library as rly
         from rliable import metrics
@@ -624,12 +628,14 @@ def machine_lines(runs, by_name):
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for run in runs:
         state = by_name.get(run["name"], {})
-        command = f"{state['command']} --env-id {shlex.quote(run['env_id'])} --seed {run['seed']}" \
-            if state.get("command") else "not recorded"
+        command = "not recorded"
+        if state.get("command"):
+            command = f"{state['command']} --env-id {shlex.quote(run['env_id'])} --seed {run['seed']}"
         load = state.get("load_1min")
         load = f"{load['mean']:.2f} / {load['max']:.2f} ({load['samples']})" if load else "not recorded"
-        started = time.strftime("%Y-%m-%d %H:%M", time.gmtime(run["wall_start"])) \
-            if not math.isnan(run["wall_start"]) else "—"
+        started = "—"
+        if not math.isnan(run["wall_start"]):
+            started = time.strftime("%Y-%m-%d %H:%M", time.gmtime(run["wall_start"]))
         lines.append(f"| {run['name']} | {started} | `{command.replace('|', '/')}` "
                      f"| {state.get('cpu_model') or 'not recorded'} | {state.get('cores') or 'not recorded'} "
                      f"| {state.get('threads') or 'not recorded'} | {load} |")
@@ -645,8 +651,8 @@ class Report:
         def order_key(key):  # by env; the reference arm first, at the script's default steps first
             env_id, (script, settings) = key
             steps = dict(settings)["total_timesteps"]
-            return env_id, key not in refs, not same_value(steps, script_defaults(script).get("total_timesteps")), \
-                labels[key[1]], key[1]
+            off_default = not same_value(steps, script_defaults(script).get("total_timesteps"))
+            return env_id, key not in refs, off_default, labels[key[1]], key[1]
 
         order = sorted(groups, key=order_key)
         self.groups = [(key, labels[key[1]], key in refs, groups[key]) for key in order]
@@ -727,8 +733,9 @@ def render(report, ref_rows, args, image_links, runs_link=None):
         asked = report.asked(runs)
         count = f"{len(runs)} of {len(asked)}" if asked and len(asked) > len(runs) else str(len(runs))
         averaged = sorted({r["summary"]["averaged"] for r in runs})
-        fewer = "" if averaged[0] >= args.last else \
-            f" (last {averaged[0]}{'' if len(averaged) == 1 else f'–{averaged[-1]}'} ep.)"
+        fewer = ""
+        if averaged[0] < args.last:
+            fewer = f" (last {averaged[0]}{'' if len(averaged) == 1 else f'–{averaged[-1]}'} ep.)"
         refs = [(reference_cell(ref_rows, script, env_id, steps, source) if is_ref else "") or "—"
                 for source in ("published", "baselines", "here")]
         stopped = [f"seed {r['seed']} at {r['last_step']:,}" for r in runs if r["target_reached"]]  # --target-return
@@ -737,7 +744,6 @@ def render(report, ref_rows, args, image_links, runs_link=None):
                      f"| {fmt_mean_std(*ret)}{fewer} | {fmt_num(sps, 0)} | {fmt_wall(wall)} | " + " | ".join(refs) + " |")
     if not report.groups:
         lines.append("| (no complete run) | | | | | | | | | |")
-    lines += libraries(all_runs)
 
     envs = {}
     for (env_id, _), label, is_ref, runs in report.groups:
@@ -771,15 +777,14 @@ def render(report, ref_rows, args, image_links, runs_link=None):
                     says = f"{'higher' if diff > 0 else 'lower'}{': a hint only, too few seeds' if few else ''}"
                 lines.append(f"| {label} | {len(values)} | {fmt_mean_std(*mean_std(values, ddof))} "
                              f"| {fmt_ci(diff, lo, hi)} | {says} |")
-            lines += libraries([run for *_, runs in arms for run in runs])
         table, firsts = {}, {}
         for env_id, arms in envs.items():
             table[env_id] = {label: [r["summary"]["return"] for r in runs] for label, _, runs in arms}
             firsts[arms[0][0]] = firsts.get(arms[0][0], 0) + 1
         baseline = max(firsts, key=firsts.get)
         rows, note = aggregate(table, baseline, args.rliable_reps)
-        lines += ["", "## Over all envs (rliable)", ""]
         if rows:
+            lines += ["", "## Over all envs (rliable)", ""]
             lines += [f"Interquartile mean (IQM) of the returns min-max normalized per env (over the runs compared: 0 "
                       f"= the worst run, 1 = the best) and the probability that an arm's run beats a run of "
                       f"`{baseline}` in the same env (averaged over {len(table)} env(s)), with 95% stratified bootstrap "
@@ -789,10 +794,8 @@ def render(report, ref_rows, args, image_links, runs_link=None):
             for label, iqm, (lo, hi), poi, poi_ci in rows:
                 p_cell = "—" if poi is None else f"{poi:.2f} [{poi_ci[0]:.2f}, {poi_ci[1]:.2f}]"
                 lines.append(f"| {label} | {iqm:.2f} [{lo:.2f}, {hi:.2f}] | {p_cell} |")
-            shown = {row[0] for row in rows}  # the runs aggregate compared: each arm's first seeds in every env
-            used = [runs for arms in envs.values() for label, _, runs in arms if label in shown]
-            lines += libraries([run for runs in used for run in runs[:min(map(len, used))]])
-        else:
+        elif note:  # arms to compare, but rliable is missing: say so
+            lines += ["", "## Over all envs (rliable)", ""]
             lines.append(f"IQM and probability of improvement: {note}.")
 
     problems = report.problems()

@@ -187,8 +187,8 @@ def find_run_names(cwd, run):
     paths = sorted({p for pattern in patterns for p in runs.glob(f"{pattern}__*__{run.seed}__*")})
     for path in paths:
         stamp = path.name.rsplit("__", 1)[-1].split("-")[0]  # a second run in the same second: 1700000000-2
-        if path.is_dir() and stamp.isdigit() and int(run.started) - 1 <= int(stamp) <= time.time() + 1 \
-                and args_match(path / "args.json", run):
+        started_then = stamp.isdigit() and int(run.started) - 1 <= int(stamp) <= time.time() + 1
+        if path.is_dir() and started_then and args_match(path / "args.json", run):
             found.append(path.relative_to(runs).as_posix())
     return found
 
@@ -427,8 +427,9 @@ def finish(out, cwd, run, stopped=False):
         taken = [name for name in names if name in claimed and (
             claimed[name][1] >= run.started or last_write(Path(cwd) / "runs" / name) >= run.started)]
         names = [name for name in names if name not in claimed]
-    error = {"done": "", "interrupted": f"stopped by a signal (exit {run.returncode})"}.get(status) or \
-        error_line(out / f"{run.stem}.log")
+    error = {"done": "", "interrupted": f"stopped by a signal (exit {run.returncode})"}.get(status)
+    if not error:
+        error = error_line(out / f"{run.stem}.log")
     if taken and status == "done":  # never two runs for one folder: its scalars would mix both
         status = "failed"
         error = (f"its run folder runs/{taken[0]} is recorded for another run ({claimed[taken[0]][0]}): two runs "
@@ -533,8 +534,9 @@ def sacct(*args):
                                "JobID,State,ExitCode,End", *args], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return [line.split("|") for line in proc.stdout.splitlines() if line.count("|") == 3] \
-        if proc.returncode == 0 else None
+    if proc.returncode != 0:
+        return None
+    return [line.split("|") for line in proc.stdout.splitlines() if line.count("|") == 3]
 
 
 def array_tasks(job_id):
@@ -580,8 +582,9 @@ def record_slurm_ends(out, states, runs, tasks):
     for run in runs:
         path, task = out / f"{run.stem}.json", tasks.get(run.stem)
         state = states.get(path)
-        if task and state and state.get("status") != "done" and \
-                (state.get("status") == "pending" or state.get("slurm_job") == task):  # not a later attempt's
+        # not a later attempt's
+        ours = state and (state.get("status") == "pending" or state.get("slurm_job") == task)
+        if task and ours and state.get("status") != "done":
             asked[task] = (run, path, state)
     lines = []
     ends = slurm_ends({task: state.get("slurm_job_id") for task, (_, _, state) in asked.items()}) if asked else {}
@@ -821,8 +824,9 @@ def main(argv=None):
     queued, latest = slurm_tasks(out) if args.slurm else ({}, {})
     queued = {stem: task for stem, task in queued.items() if stem in stems}
     total = len(runs)
-    where = f"{len(queued)} queued or running in Slurm" if args.slurm else \
-        f"{args.workers} workers, OMP_NUM_THREADS={threads}"
+    where = f"{args.workers} workers, OMP_NUM_THREADS={threads}"
+    if args.slurm:
+        where = f"{len(queued)} queued or running in Slurm"
     print(f"{total} runs ({len(args.env_ids)} envs x {len(args.seeds)} seeds), {len(skipped)} already done, {where}; "
           f"logs and state in {out}/", flush=True)
     for run in skipped:

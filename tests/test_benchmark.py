@@ -251,8 +251,11 @@ def test_the_state_records_the_cpu_and_the_load_over_every_part_of_a_resumed_run
     proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
-    while (states(fake / "out").get(("EnvA-v0", 1), {}).get("load_1min") or {}).get("samples", 0) < 2 or \
-            not list(fake.glob("runs/*/fake.pt")):
+    def sampled_and_saved():
+        samples = (states(fake / "out").get(("EnvA-v0", 1), {}).get("load_1min") or {}).get("samples", 0)
+        return samples >= 2 and list(fake.glob("runs/*/fake.pt"))
+
+    while not sampled_and_saved():
         assert time.time() < deadline and proc.poll() is None, proc.stdout.read() if proc.poll() is not None else ""
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
@@ -391,7 +394,7 @@ def test_error_line_of_a_failed_run(tmp_path):
                           text=True, cwd=tmp_path, env=test_env())
     assert proc.returncode == 2
     log.write_text("$ python ppo.py\n" + proc.stdout + proc.stderr)
-    assert runner.error_line(log) == "ppo.py: error: Unrecognized options: --learning-rat, 1 (see --help)"
+    assert runner.error_line(log) == "Unrecognized options: --learning-rat, 1"  # tyro's box: its message
     box = "╭─ Unrecognized options ─────╮\n│ Unrecognized options: --x │\n│ ────────────────────────── │\n╰───╯\n"
     log.write_text("$ python other.py\n" + box)  # another program's tyro box: its message, not its border
     assert runner.error_line(log) == "Unrecognized options: --x"
@@ -494,8 +497,9 @@ def test_slurm_runner_records_how_sacct_says_ended_tasks_ended(fake):
     assert [(after[("EnvA-v0", seed)]["status"], after[("EnvA-v0", seed)]["slurm_state"],
              after[("EnvA-v0", seed)].get("returncode")) for seed in (1, 2, 3)] == [
         ("interrupted", "TIMEOUT", None), ("interrupted", "CANCELLED", 143), ("interrupted", "CANCELLED", None)]
-    assert after[("EnvA-v0", 1)]["error"] == \
+    assert after[("EnvA-v0", 1)]["error"] == (
         "the Slurm task 7_0 ended TIMEOUT (exit code 0:0) before it recorded how its run ended"
+    )
     assert after[("EnvA-v0", 2)]["error"] == "stopped"
     assert (fake / "sacct_calls.txt").read_text().splitlines()[-1].endswith("--jobs 7")  # by job array
 
@@ -790,8 +794,10 @@ def test_report_compares_two_arms_with_the_same_seeds(tmp_path):
     proc = run_tool("report.py", "--runs", runs, "--reps", 2000, cwd=tmp_path, PYTHONPATH=str(tmp_path / "no_rliable"))
     assert_ok(proc)
     assert proc.stdout[:proc.stdout.index("## Over all envs")] == text[:text.index("## Over all envs")]
-    assert "IQM and probability of improvement: not computed: rliable cannot be imported (not installed here); " \
-           "pip install rliable (the plot extra)." in proc.stdout
+    assert (
+        "IQM and probability of improvement: not computed: rliable cannot be imported (not installed here); "
+        "pip install rliable (the plot extra)."
+    ) in proc.stdout
 
 
 def under_tables(text):
@@ -801,10 +807,11 @@ def under_tables(text):
             if lines[i].startswith("|") and not lines[i + 1].startswith("|")]
 
 
-def test_report_names_the_library_versions_under_each_table(tmp_path):
-    """Under each table, a line names the library versions of its runs (args.json's "versions"; for a run without
-    args.json, the same in its hyperparameters text): one set; "mixed" and each set with its runs where they differ;
-    "not recorded" for older runs. The versions are no setting: runs that differ only in them are one arm."""
+def test_report_names_the_library_versions_under_the_runs_table(tmp_path):
+    """Under the table of runs, and nowhere else, a line names the library versions of the runs (args.json's
+    "versions"; for a run without args.json, the same in its hyperparameters text): one set; "mixed" and each set with
+    its runs where they differ; "not recorded" for older runs. The versions are no setting: runs that differ only in
+    them are one arm."""
     runs = tmp_path / "runs"
     v1 = {"python": "3.11.7", "torch": "2.13.0+cpu", "gymnasium": "1.4.0"}
     v2 = dict(v1, torch="2.12.0")
@@ -824,16 +831,45 @@ def test_report_names_the_library_versions_under_each_table(tmp_path):
              "`CartPole-v1__ppo__1__2001`, `CartPole-v1__ppo__1__3001`, `CartPole-v1__ppo__2__2002`); "
              "python 3.11.7, torch 2.12.0, gymnasium 1.4.0 (1 run: `CartPole-v1__ppo__2__3002`){}.")
     every = mixed.format(3, "; not recorded (1 run: `CartPole-v1__ppo__3__2003`)")
-    # the table of arms, the comparison in CartPole-v1, rliable's (of each arm's first two seeds), the runs
-    assert under_tables(proc.stdout) == [every, every, mixed.format(2, ""), every]
+    assert libraries_lines(proc.stdout) == [every]
+    assert under_tables(proc.stdout.split("\n## Runs\n")[1]) == [every]
 
     proc = run_report(tmp_path, *grid, "--include", "__1__")
     assert_ok(proc)
-    lines = under_tables(proc.stdout)
-    assert len(lines) == 4 and set(lines) == {"Libraries: python 3.11.7, torch 2.13.0+cpu, gymnasium 1.4.0."}, lines
+    assert libraries_lines(proc.stdout) == ["Libraries: python 3.11.7, torch 2.13.0+cpu, gymnasium 1.4.0."]
     proc = run_report(tmp_path, *grid, "--include", "__3__")
     assert_ok(proc)
-    assert under_tables(proc.stdout) == ["Libraries: not recorded."] * 2  # the table of arms and the runs
+    assert libraries_lines(proc.stdout) == ["Libraries: not recorded."]
+    assert under_tables(proc.stdout.split("\n## Runs\n")[1]) == ["Libraries: not recorded."]
+
+
+def libraries_lines(text):
+    """The lines of a report that name library versions."""
+    return [line for line in text.splitlines() if line.startswith("Libraries:")]
+
+
+def test_report_names_the_libraries_once_and_has_no_rliable_section_with_no_arms_in_every_env(tmp_path):
+    """Two envs with two arms each, one arm in both (as benchmark/results/mujoco_v5.md): a comparison table per env,
+    the library versions named once (under the table of runs), and no rliable section, since no two arms ran in every
+    env."""
+    runs = tmp_path / "runs"
+    versions = {"python": "3.11.7", "torch": "2.13.0+cpu", "gymnasium": "1.4.0"}
+    arms = {"CartPole-v1": ("0.00025", "0.001"), "Acrobot-v1": ("0.00025", "0.0005")}
+    for env_id, rates in arms.items():
+        for stamp, lr in enumerate(rates, 2000):
+            for seed in (1, 2):
+                write_run(runs, env_id, "ppo", seed, f"{stamp}-{seed}", 1000, [100.0 * seed] * 3, (1.0, 2.0), 1.0,
+                          args={"script": "ppo.py", "learning_rate": lr, "versions": versions})
+    proc = run_report(tmp_path, "--runs", runs, "--reps", 100, "--rliable-reps", 100)
+    assert_ok(proc)
+    text = proc.stdout
+    assert [line for line in text.splitlines() if line.startswith("### ")] == ["### Acrobot-v1", "### CartPole-v1"]
+    assert table_row(text[text.index("### Acrobot-v1"):], "ppo.py learning_rate=0.0005")[1] == "2"
+    assert table_row(text[text.index("### CartPole-v1"):], "ppo.py learning_rate=0.001")[1] == "2"
+    library_line = "Libraries: python 3.11.7, torch 2.13.0+cpu, gymnasium 1.4.0."
+    assert libraries_lines(text) == [library_line]
+    assert under_tables(text.split("\n## Runs\n")[1]) == [library_line]
+    assert "## Over all envs" not in text and "rliable" not in text and "IQM" not in text
 
 
 def log_part(folder, points, purge_step=None, target_reached=False):
@@ -888,8 +924,9 @@ def test_report_thresholds_give_step_and_training_time_with_the_pauses_of_a_resu
                       "--out", tmp_path / "pong")
     assert_ok(proc)
     text = (tmp_path / "pong.md").read_text()
-    assert table_row(text, "Pong-v5", "ppo_atari_envpool.py total_timesteps=10000")[2:7] == \
-        ["10k, stopped at the target: seed 1 at 700", "1 (1)", "20.75", "13", "64 s"]  # counted though it stopped at 700 steps
+    # counted though it stopped at 700 steps
+    row = ["10k, stopped at the target: seed 1 at 700", "1 (1)", "20.75", "13", "64 s"]
+    assert table_row(text, "Pong-v5", "ppo_atari_envpool.py total_timesteps=10000")[2:7] == row
     assert table_row(text[text.index("## Runs"):], first.name)[-1] == "target reached at step 700"
     part = text[text.index("## Time to thresholds"):]
     assert table_row(part, "run")[3:] == ["step to 18", "time to 18", "step to 20", "time to 20", "training time",
@@ -1400,6 +1437,11 @@ def bench_module(name):
     return load_script(f"benchmark/{name}")
 
 
+def part_of_line(text, lines, parts):
+    """The number of the first line of main() that holds text."""
+    return next(n for n in sorted(parts) if text in lines[n - 1])
+
+
 @pytest.mark.parametrize("script", ["ppo.py", "ppo_atari_envpool.py", "ppo_atari_lstm.py", "ppo_atari_multigpu.py",
                                     "ppo_continuous_action.py", "ppo_multidiscrete_mask.py", "ppo_procgen.py"])
 def test_breakdown_finds_every_part_of_an_iteration_in_main(script):
@@ -1422,9 +1464,11 @@ def test_breakdown_finds_every_part_of_an_iteration_in_main(script):
     call = next(n for n in sorted(parts) if "= minibatch_loss(" in lines[n - 1])  # in the epoch loop
     assert parts[call] == parts[call + 1] == "update_other"  # the call and its arguments: indexing
     assert part_of("compute_gae(") == "gae" and part_of('"losses/explained_variance"') == "logging"
-    assert part_of("for iteration in run.iterations()") == "logging"
+    loop = next(n for n in sorted(parts) if "for iteration in range(" in lines[n - 1])
+    assert parts[loop] == part_of("run.progress(iteration)") == part_of("run.save(iteration)") == "logging"
+    assert part_of("run.save(iteration)", part_of_line("run.save(iteration)", lines, parts)) == "end"  # after the loop
     assert part_of("envs.reset(") == "start-up"
-    assert set(parts.values()) == {name for name, _ in breakdown.PARTS} - {"end"} - (
+    assert set(parts.values()) == {name for name, _ in breakdown.PARTS} - (
         set() if script == "ppo_atari_multigpu.py" else {"all_reduce"})
 
 
@@ -1473,3 +1517,31 @@ def test_peers_patches_each_cleanrl_script_or_refuses_one_they_do_not_fit(tmp_pa
         (tmp_path / "cleanrl" / script).write_text("\n".join(f"x{i} {old} y" for i, (old, _) in enumerate(patches[1:])))
         with pytest.raises(SystemExit, match="does not take the patch"):  # another commit: refused, not half-patched
             peers.patched(tmp_path, script, tmp_path)
+
+
+def test_long_runs_sh_runs_each_game_to_its_step_then_the_lstm_and_keeps_the_runs(tmp_path):
+    """benchmark/long_runs.sh with the fake trainer: starpilot, bigfish and bossfight with ppo_procgen.py's defaults
+    (25M, a checkpoint every 5 iterations), then ppo_atari_lstm.py on Breakout to 10M; a game whose checkpoint has
+    reached UNTIL is not run again; KEEP=1 keeps the runs; an unknown run is refused in one line."""
+    import torch
+
+    out, kept = tmp_path / "out", tmp_path / "kept"
+    parked = out / "runs" / "starpilot__ppo_procgen__1__1700000000"
+    parked.mkdir(parents=True)
+    torch.save({"model": {}, "optimizer": {}, "global_step": 5_013_504}, parked / "ppo_procgen.pt")
+    got = run_sweep_with_fake_trainer("long_runs.sh", tmp_path, out, KEPT=str(kept))
+    assert [(c["script"], c["env_id"], c["seed"], c["total_timesteps"]) for c in got] == [
+        ("ppo_procgen.py", "bigfish", 1, 25_000_000), ("ppo_procgen.py", "bossfight", 1, 25_000_000),
+        ("ppo_atari_lstm.py", "BreakoutNoFrameskip-v4", 1, 10_000_000)]
+    logs = "".join(path.read_text() for path in sorted(out.glob("state_*/*.log")))
+    assert logs.count("ppo_procgen.py --save-model --checkpoint-every 5 --env-id") == 2
+    assert "ppo_atari_lstm.py --total-timesteps 10000000 --save-model --checkpoint-every 100 --env-id" in logs
+
+    def long_runs(**variables):
+        return subprocess.run(["bash", str(REPO / "benchmark" / "long_runs.sh")], capture_output=True, text=True,
+                              env=test_env(KEPT=str(kept), **variables))
+
+    assert_ok(long_runs(OUT=str(out), KEEP="1"))
+    assert kept_files(kept) == kept_files(out)
+    proc = long_runs(OUT=str(out), RUNS="pong")
+    assert proc.returncode == 2 and "unknown run 'pong'" in proc.stderr

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from helpers import (ENVPOOL_SCRIPTS, NEEDS, REPO, SCRIPTS, assert_ok, assert_usage_error, load_script, need,
-                     read_every_metric, read_scalars, run_dirs, run_main, run_patched, run_script, small_disk, test_env)
+                     read_every_metric, read_scalars, run_dirs, run_main, run_patched, run_script, test_env)
 
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
 
@@ -154,19 +154,20 @@ def test_bad_arguments_are_one_line(tmp_path, args, fragments):
 
 
 @pytest.mark.parametrize("args,fragments", [
-    (["--total-timesteps", "abc"], ["ppo.py: error: --total-timesteps: invalid literal for int()", "'abc'"]),
+    (["--total-timesteps", "abc"], ["Error parsing --total-timesteps: invalid literal for int()", "'abc'"]),
     (["--total-timestep", "5"], ["Unrecognized options: --total-timestep, 5"]),
-    (["--num-envs"], ["'--num-envs'"]),
-    (["--target-return", "high"], ["--target-return", "['high']"]),
+    (["--num-envs"], ["Missing value for argument '--num-envs'"]),
+    (["--target-return", "high"], ["Error parsing --target-return", "'high'"]),
 ])
-def test_values_tyro_cannot_parse_are_one_line(tmp_path, args, fragments):
-    """What tyro rejects (a value of the wrong type, an unknown flag, a missing value) is one line too, as the script
-    is run: not tyro's box of a dozen lines."""
-    proc = run_script("ppo.py", *args, cwd=tmp_path)
-    assert_usage_error(proc, *fragments, "(see --help)")
-    assert "╭" not in proc.stderr and "│" not in proc.stderr
+def test_values_tyro_cannot_parse_get_tyros_message(tmp_path, args, fragments):
+    """What tyro rejects (a value of the wrong type, an unknown flag, a missing value): tyro's own message, which
+    names the flag and shows its help, exit code 2, no traceback, nothing made."""
+    proc = run_script("ppo.py", *args, cwd=tmp_path, env=test_env(COLUMNS="200"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    for fragment in fragments:
+        assert fragment in proc.stderr, (fragment, proc.stderr)
     assert_no_run(tmp_path)
-    assert run_script("ppo.py", "--help", cwd=tmp_path).stdout.startswith("usage: ")  # --help as before
+    assert run_script("ppo.py", "--help", cwd=tmp_path).stdout.startswith("usage: ")
 
 
 def test_a_finished_run_says_where_its_logs_are(tmp_path):
@@ -238,17 +239,6 @@ def test_masked_and_unmasked_checkpoints_are_not_mixed(tmp_path, script, writer)
     torch.save({"script": writer, "args": {"env_id": "MicroRTS"}, "model": {}}, tmp_path / "model.pt")
     assert_usage_error(run_main(script, "--eval-checkpoint", "model.pt", cwd=tmp_path),
                        f"this checkpoint was written by {writer}")
-
-
-def test_a_full_disk_at_save_time_is_one_line_and_leaves_no_tmp(tmp_path):
-    with small_disk(tmp_path / "small", "64k") as disk:  # room for a tiny run's logs, not for its checkpoint
-        proc = run_script("ppo.py", *TINY, "--save-model", cwd=disk)
-        assert proc.returncode == 1, proc.stderr
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and "cannot save" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
-        (run_dir,) = run_dirs(disk)
-        assert not list(run_dir.glob("*.pt*"))  # neither a half-written checkpoint nor its .tmp
-        read_every_metric(run_dir)  # the logs were closed properly
 
 
 def test_track_without_wandb_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):

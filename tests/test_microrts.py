@@ -4,7 +4,10 @@ that need Gym-μRTS and Java are skipped, with the reason, where `bash benchmark
 
 import concurrent.futures
 import importlib
+import importlib.metadata
+import json
 import multiprocessing
+import os
 import signal
 import subprocess
 import sys
@@ -21,20 +24,23 @@ md = load_script("ppo_multidiscrete.py")
 mdm = load_script("ppo_multidiscrete_mask.py")
 SCRIPTS = ["ppo_multidiscrete.py", "ppo_multidiscrete_mask.py"]
 NVEC = [100, 6, 4, 4, 4, 4, 7, 100]  # a 10 x 10 map: source cell, action type, 4 directions, unit type, target cell
+OFFSETS = np.cumsum([0] + NVEC[:-1])  # where each component's choices start in the 229-value mask
 LIMITS = {"MicrortsMining-v1": 200, "MicrortsAttackShapedReward-v1": 400, "MicrortsRandomEnemyShapedReward3-v1": 600}
 SHORT = ["--env-id", "MicrortsMining-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512"]
 
 
 def need_microrts():
-    """gym 0.18 with Gym-μRTS 0.2.0 and a Java runtime, or `missing` (a skip; a failure in CI) with the reason."""
+    """A gym before 0.24 with Gym-μRTS 0.2.0 and a Java runtime, or `missing` (a skip; a failure in CI) with the
+    reason."""
     np.int = int  # as the scripts do: gym_microrts 0.2.0 uses np.int, which numpy 1.24 removed
     try:
         legacy_gym = importlib.import_module("gym")
-        assert legacy_gym.__version__.startswith("0.18."), f"gym {legacy_gym.__version__}, not 0.18"
+        version = tuple(int(part) for part in legacy_gym.__version__.split(".")[:2])
+        assert version < (0, 24), f"gym {legacy_gym.__version__}, not one before 0.24"
         importlib.import_module("gym_microrts")
         jpype = importlib.import_module("jpype")
     except (ImportError, AssertionError) as e:
-        missing(f"Gym-μRTS 0.2.0 on gym 0.18 is not installed ({e}): bash benchmark/install_microrts.sh")
+        missing(f"Gym-μRTS 0.2.0 on a gym before 0.24 is not installed ({e}): bash benchmark/install_microrts.sh")
     if not jpype.isJVMStarted():
         try:
             jpype.getDefaultJVMPath()
@@ -60,11 +66,22 @@ def random_action(rng, mask=None):
     return np.array(action)
 
 
+def mask_from_obs(obs):
+    """The mask that the docs describe, computed from a (27, h, w) obs (planes: hit points 0-4, resources 5-9, owner
+    10-12, unit type 13-20, current action 21-26): the cells where a unit of the agent's (owner plane 11) is not busy
+    (action plane 21: none), the 29 parameter choices all valid, the cells where a unit of the enemy's (owner plane 12)
+    is not busy. Cell y, x is y * w + x, as the obs grid is read row by row."""
+    idle_unit = (obs[13] == 0) & (obs[21] == 1)  # unit type plane 13: no unit
+    agents, enemies = idle_unit & (obs[11] == 1), idle_unit & (obs[12] == 1)
+    return np.concatenate([agents.ravel(), np.ones(29, bool), enemies.ravel()])
+
+
 class Recorder:
-    """A raw gym 0.18 env that remembers what each reset() and step() returned, and its action_mask after each."""
+    """A raw gym env that remembers what each reset() and step() returned, and its action_mask after each, and the
+    action that each step() received, with the action_mask that the env had when it received it."""
 
     def __init__(self, env):
-        self.env, self.log = env, []
+        self.env, self.log, self.received = env, [], []
 
     def reset(self):
         obs = self.env.reset()
@@ -72,6 +89,7 @@ class Recorder:
         return obs
 
     def step(self, action):
+        self.received.append((np.array(action, copy=True), self.env.action_mask.copy()))
         out = self.env.step(action)
         self.log.append((out, self.env.action_mask.copy()))
         return out
@@ -82,10 +100,11 @@ class Recorder:
 
 @pytest.mark.parametrize("env_id", list(LIMITS))
 def test_adapter_gives_what_the_env_gives(env_id):
-    """Step for step, with the same seed and actions: the obs (planes first), rewards, masks, terminations and the time
-    limit's truncations that the script sees are those of the raw env, and whole episodes in final_info. The raw side
-    is the adapter's own envs, recorded; for the two envs against the passive AI also twin envs stepped apart (the
-    random AI of RandomEnemy draws from Java's unseeded random numbers: two games of it differ)."""
+    """Step for step, with the same seed and actions: each raw env receives the action sent for it, and the obs (planes
+    first), rewards, masks, terminations and the time limit's truncations that the script sees are those of the raw
+    env, and whole episodes in final_info. The raw side is the adapter's own envs, recorded; for the two envs against
+    the passive AI also twin envs stepped apart (the random AI of RandomEnemy draws from Java's unseeded random
+    numbers: two games of it differ). Every mask is the one that the docs describe, computed from its obs."""
     need_microrts()
     in_a_fresh_process(check_adapter, env_id)
 
@@ -108,6 +127,7 @@ def check_adapter(env_id):
             np.testing.assert_array_equal(twins[i].action_mask, raw_mask)
         np.testing.assert_array_equal(obs[i], raw_obs.transpose(2, 0, 1))
         np.testing.assert_array_equal(infos["action_mask"][i], raw_mask.astype(bool))
+        np.testing.assert_array_equal(infos["action_mask"][i], mask_from_obs(obs[i]))
     returns, lengths, episodes, seen = np.zeros(2), np.zeros(2, int), [], [1, 1]
     for t in range(limit + 20):
         # env 0 plays valid choices only (its units act, rewards come), env 1 uniform ones (mostly invalid)
@@ -117,11 +137,13 @@ def check_adapter(env_id):
             calls, seen[i] = env.log[seen[i]:], len(env.log)  # this step's: a step, then a reset if it ended
             (raw_obs, raw_reward, done, info), raw_mask = calls[0]
             assert len(calls) == 1 + done
+            assert len(env.received) == t + 1
+            np.testing.assert_array_equal(env.received[-1][0], actions[i])
             if twins:
                 twin_obs, twin_reward, twin_done, twin_info = twins[i].step(actions[i])
                 np.testing.assert_array_equal(twin_obs, raw_obs)
-                assert (twin_reward, twin_done, twin_info.get("TimeLimit.truncated")) == \
-                    (raw_reward, done, info.get("TimeLimit.truncated"))
+                twin_result = (twin_reward, twin_done, twin_info.get("TimeLimit.truncated"))
+                assert twin_result == (raw_reward, done, info.get("TimeLimit.truncated"))
                 np.testing.assert_array_equal(twins[i].action_mask, raw_mask)
             assert reward[i] == raw_reward and bool(terminations[i] or truncations[i]) == done
             assert truncations[i] == (done and info.get("TimeLimit.truncated", False))
@@ -140,6 +162,7 @@ def check_adapter(env_id):
                 returns[i], lengths[i] = 0, 0
             np.testing.assert_array_equal(obs[i], raw_obs.transpose(2, 0, 1))
             np.testing.assert_array_equal(infos["action_mask"][i], raw_mask.astype(bool))
+            np.testing.assert_array_equal(infos["action_mask"][i], mask_from_obs(obs[i]))
     for i, length, truncated in episodes:  # the time limit cuts an episode as a truncation, at exactly its step
         assert length == limit if truncated else length <= limit
     if twins:  # against the passive AI nothing ends these games before the limit at random play
@@ -147,6 +170,69 @@ def check_adapter(env_id):
     else:  # the random AI may win or lose a game before it (a termination)
         assert {i for i, _, _ in episodes} == {0, 1}
     assert obs.dtype == np.float32 and set(np.unique(obs)) <= {0.0, 1.0}
+    envs.close()
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_each_env_receives_the_action_the_script_sampled(tmp_path, script):
+    """The path from a sampled action to the env, in the script's own training loop (2 iterations of 2 envs x 64
+    steps): at each step each raw env receives its row of the actions that the agent sampled. With the mask, each
+    component of what the env receives is a choice that the env's own mask allowed when it received it, wherever the
+    mask allowed any (offsets from NVEC here); without it, most source cells are not."""
+    need_microrts()
+    in_a_fresh_process(check_script_actions, script, tmp_path)
+
+
+def check_script_actions(script, folder):
+    module, sampled, made = load_script(script), [], []
+
+    class Agent(module.Agent):
+        def get_action(self, *inputs):  # the rollout's only call that picks the actions sent to the envs
+            action = super().get_action(*inputs)
+            sampled.append(action.cpu().numpy().copy())
+            return action
+
+    def make_env(*args):
+        envs = original_make_env(*args)
+        envs.envs = [Recorder(env) for env in envs.envs]
+        made.append(envs)
+        return envs
+
+    original_make_env, module.Agent, module.make_env = module.make_env, Agent, make_env
+    os.chdir(folder)
+    module.main(module.Args(env_id="MicrortsMining-v1", num_envs=2, num_steps=64, total_timesteps=256))
+    (envs,) = made
+    assert len(sampled) == 128
+    for i, env in enumerate(envs.envs):
+        np.testing.assert_array_equal(np.stack([action for action, _ in env.received]), np.stack(sampled)[:, i])
+        allowed = np.array([mask[OFFSETS + action] == 1 for action, mask in env.received])  # (steps, components)
+        has_choice = np.array([[mask[s:s + n].any() for s, n in zip(OFFSETS, NVEC)] for _, mask in env.received])
+        if script == "ppo_multidiscrete_mask.py":
+            assert allowed[has_choice].all()
+        else:  # a near-uniform source cell (100 choices) is rarely one of the 1-2 units that can act
+            assert allowed[:, 0].mean() < 0.5
+
+
+def test_a_move_from_the_mask_moves_the_unit_as_the_action_says():
+    """The action's encoding, through the adapter: the source cell y * w + x of the obs grid, action type 1 a move,
+    component 2 its direction (0 up, 1 right, 2 down, 3 left). A worker that the mask lets act walks a square (left,
+    down, right, up) on Mining, one move per step into an empty cell: after each step it is in the cell the action
+    names, and its old cell is empty."""
+    need_microrts()
+    in_a_fresh_process(check_moves)
+
+
+def check_moves():
+    envs = md.make_env("MicrortsMining-v1", 1, 1, False, "test")
+    worker_plane = 14 + [t["name"] for t in envs.envs[0].unwrapped.utt["unitTypes"]].index("Worker")  # 13: no unit
+    obs, infos = envs.reset()
+    for direction, (dy, dx) in [(3, (0, -1)), (2, (1, 0)), (1, (0, 1)), (0, (-1, 0))]:
+        (cell,) = np.flatnonzero(infos["action_mask"][0][:100] & (obs[0, worker_plane].ravel() == 1))  # one worker
+        y, x = divmod(int(cell), 10)  # the mask's cell y * 10 + x
+        assert 0 <= y + dy < 10 and 0 <= x + dx < 10 and obs[0, 13, y + dy, x + dx] == 1  # an empty cell to go to
+        action = np.array([[y * 10 + x, 1, direction, 0, 0, 0, 0, 0]])
+        obs, _, _, _, infos = envs.step(action)
+        assert obs[0, worker_plane, y + dy, x + dx] == 1 and obs[0, 13, y, x] == 1
     envs.close()
 
 
@@ -215,6 +301,10 @@ def test_short_run_on_mining_copied_alone(tmp_path, script):
     assert proc.stdout.splitlines()[0].startswith("step"), proc.stdout[:500]  # the Java side's prints are not shown
     (run_dir,) = run_dirs(tmp_path)
     assert run_dir.name.startswith("MicrortsMining-v1__")
+    # args.json names the libraries that ran the envs, as installed here
+    versions = json.loads((run_dir / "args.json").read_text())["versions"]
+    for distribution in ("gym", "gym-microrts", "JPype1"):
+        assert versions[distribution] == importlib.metadata.version(distribution), distribution
     scalars = read_scalars(run_dir)
     for tag in METRICS + ["charts/invalid_action_rate"]:
         assert tag in scalars and all(np.isfinite(v) for _, v in scalars[tag]), tag
@@ -258,10 +348,21 @@ def test_missing_microrts_is_one_line_error(tmp_path):
     assert not (tmp_path / "cwd" / "runs").exists()
 
 
-def test_a_later_gym_is_one_line_error(tmp_path):
-    (tmp_path / "gym.py").write_text("__version__ = '0.26.2'\n")  # stands in for a gym that gym_microrts cannot use
+@pytest.mark.parametrize("version", ["0.23.1", "0.24.0", "0.26.2"])
+def test_a_later_gym_is_one_line_error(tmp_path, version):
+    """gym 0.24 and later cannot run Gym-μRTS 0.2.0: refused by version. 0.23 passes that check, and this stand-in
+    module then fails at gym_microrts' import, which says what to install too."""
+    (tmp_path / "gym.py").write_text(f"__version__ = '{version}'\n")  # a stand-in: a module, not the package
     proc = run_script("ppo_multidiscrete.py", *SHORT, cwd=tmp_path / "cwd", env=test_env(PYTHONPATH=str(tmp_path)))
-    assert_usage_error(proc, "found gym 0.26.2", "bash benchmark/install_microrts.sh")
+    assert_usage_error(proc, "bash benchmark/install_microrts.sh")
+    assert (f"found gym {version}" in proc.stderr) == (version != "0.23.1")
+
+
+def test_a_gym_that_fails_its_own_import_is_one_line_error(tmp_path):
+    """gym 0.21 on Python 3.12+ fails its own import with an AttributeError (its plugin loader), not an ImportError."""
+    (tmp_path / "gym.py").write_text("raise AttributeError(\"'EntryPoints' object has no attribute 'get'\")\n")
+    proc = run_script("ppo_multidiscrete_mask.py", *SHORT, cwd=tmp_path / "cwd", env=test_env(PYTHONPATH=str(tmp_path)))
+    assert_usage_error(proc, "'EntryPoints' object has no attribute 'get'", "bash benchmark/install_microrts.sh")
 
 
 # No Java: JPype looks in JAVA_HOME, then /usr/bin/java, then /usr/lib/jvm and the like; here it finds none of them

@@ -1,9 +1,9 @@
 """The two-part layout of every script: the PPO first (Args ... main), then one divider and the run plumbing, whose text is
-the same in all nine scripts, so that `diff` of two scripts never shows plumbing."""
+the same in every single-process script, so that `diff` of two of them never shows plumbing."""
 
 import ast
+import difflib
 import math
-import signal
 import types
 
 import pytest
@@ -21,13 +21,29 @@ def parts(script):
     return text[:start], text[start:]
 
 
-def test_the_plumbing_is_the_same_text_in_every_script():
+SINGLE_PROCESS = [script for script in SCRIPTS if script != "ppo_atari_multigpu.py"]
+
+
+def test_the_plumbing_is_the_same_text_in_every_single_process_script():
     reference = parts("ppo.py")[1]
-    assert reference.endswith("\n        raise\n    main(args)\n")  # the __main__ guard: tyro's parse, then main
-    for script in SCRIPTS:
+    assert reference.endswith('\nif __name__ == "__main__":\n    main(tyro.cli(Args))\n')  # tyro's parse, then main
+    assert len(SINGLE_PROCESS) == 8
+    for script in SINGLE_PROCESS:
         text = (REPO / script).read_text()
         assert text.count(DIVIDER + "\n# Run plumbing") == 1, script  # one divider
         assert parts(script)[1] == reference, f"{script}: its plumbing differs from ppo.py's"
+
+
+def test_the_multigpu_plumbing_differs_only_by_what_torchrun_needs():
+    """ppo_atari_multigpu.py's plumbing is the same text but for the ranks: rank 0 alone writes, the process group is
+    closed, a second signal waits under torchrun, the other ranks pause before an error. About 50 lines of diff."""
+    reference = parts("ppo.py")[1].splitlines()
+    multigpu = parts("ppo_atari_multigpu.py")[1].splitlines()
+    diff = difflib.unified_diff(reference, multigpu, lineterm="", n=0)
+    changed = [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert 0 < len(changed) <= 55, "\n".join(changed)
+    added = "\n".join(line for line in changed if line.startswith("+"))
+    assert "rank" in added and "torch.distributed.destroy_process_group()" in added
 
 
 def test_the_ctrl_c_guard_before_the_imports_is_the_same_in_every_script():
@@ -51,13 +67,17 @@ def test_ppo_first_in_reading_order_then_the_plumbing(script):
     assert not [node for node in below if isinstance(node, ast.FunctionDef)]
     for node in ast.parse(ppo + plumbing).body:  # definitions, imports and constants only
         docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-        assert docstring or isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign,
-                                              ast.If)), ast.dump(node)[:80]
+        kinds = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign, ast.AugAssign, ast.If)
+        assert docstring or isinstance(node, kinds), ast.dump(node)[:80]
         if isinstance(node, ast.If):
             assert ast.unparse(node.test) == "__name__ == '__main__'"
     main = next(node for node in ast.parse(ppo).body if getattr(node, "name", None) == "main")
     used = {node.attr for node in ast.walk(main) if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "run"}
-    assert used <= {"fail", "load", "start", "iterations", "seed", "name", "start_iteration", "recent_returns"}, used
+    public = {"fail", "load", "start", "seed", "name", "start_iteration", "recent_returns", "progress", "save",
+              "target_reached", "stop_signal"}
+    if script == "ppo_atari_multigpu.py":  # its own plumbing, for torchrun
+        public |= {"iterations"}
+    assert used <= public, used
 
 
 @pytest.mark.parametrize("seconds", [1, 25, 30])
@@ -67,18 +87,15 @@ def test_the_progress_line_every_twentieth_of_the_run_and_at_least_once_a_minute
     module = load_script("ppo.py")
     monkeypatch.chdir(tmp_path)
     args = module.Args(total_timesteps=1000 * 512)  # 4 envs x 128 steps a batch
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        run = module.Run(args)
-    finally:
-        for s, handler in handlers.items():
-            signal.signal(s, handler)
+    run = module.Run(args)
     run.writer = types.SimpleNamespace(add_scalar=lambda *a: None)
     now = [0.0]
     monkeypatch.setattr(module, "time", types.SimpleNamespace(time=lambda: now[0]))
+    run.start_time = run.printed = 0.0
     capsys.readouterr()  # what Run printed before
-    for _ in run.iterations():
+    for iteration in range(1, args.num_iterations + 1):
         now[0] += seconds
+        run.progress(iteration)
     lines = [int(line.split()[1].split("/")[0]) // 512 for line in capsys.readouterr().out.splitlines()]
     assert args.num_iterations == 1000 and set(lines) >= {1, *range(50, 1001, 50)}
     if seconds == 1:  # 50 s between two 20ths: those lines only

@@ -237,7 +237,7 @@ def test_track_works_offline(tmp_path):
 
 def test_track_without_a_server_falls_back_to_offline(tmp_path):
     """Online mode with a server that refuses connections (a closed local port, so no real network is touched):
-    wandb.init gives up after its timeout (WANDB_INIT_TIMEOUT, here 5 s instead of the script's 30), the run logs
+    wandb.init gives up after its timeout (WANDB_INIT_TIMEOUT, here 5 s instead of wandb's 90), the run logs
     offline and trains to the end."""
     env = test_env(WANDB_MODE="online", WANDB_API_KEY="x" * 40, WANDB_BASE_URL="http://127.0.0.1:9",
                    WANDB_INIT_TIMEOUT="5")
@@ -247,11 +247,6 @@ def test_track_without_a_server_falls_back_to_offline(tmp_path):
     assert any(line.startswith("step       256/256") for line in proc.stdout.splitlines())  # trained to the end
     (offline_run,) = (tmp_path / "wandb").glob("offline-run-*")
     assert list(offline_run.glob("*.wandb"))
-
-
-def test_track_with_a_wandb_init_timeout_that_is_no_number(tmp_path):
-    env = test_env(WANDB_MODE="online", WANDB_INIT_TIMEOUT="soon")
-    assert_usage_error(run_script("ppo.py", *TINY, "--track", cwd=tmp_path, env=env), "WANDB_INIT_TIMEOUT=soon")
 
 
 def test_capture_video(tmp_path):

@@ -245,19 +245,44 @@ def test_bad_launch_is_one_line_error(tmp_path, monkeypatch, capsys, args, env, 
     assert not (tmp_path / "runs").exists()
 
 
+# A launcher for torchrun that runs the script with a fault of rank 1 after its first update: FAULT=crash exits, hang
+# sleeps for an hour. The script is loaded from its file and its optimizer patched; nothing in it knows about tests.
+FAULTY_RANK = """
+import importlib.util, os, sys, time
+import torch
+spec = importlib.util.spec_from_file_location("script", SCRIPT_PATH)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+
+class FaultyAdam(torch.optim.Adam):
+    def step(self, *args, **kwargs):
+        result = super().step(*args, **kwargs)
+        if os.environ["RANK"] == "1":
+            if os.environ["FAULT"] == "crash":
+                os._exit(1)
+            time.sleep(3600)
+        return result
+
+module.optim.Adam = FaultyAdam
+module.main(module.tyro.cli(module.Args, args=sys.argv[1:]))
+"""
+
+
 def test_a_crashed_or_hung_rank_ends_the_run_in_bounded_time(tmp_path):
-    # rank 1 exits (crash) or sleeps for an hour (hang) after its first update, while rank 0 goes on to its second:
-    # torchrun stops rank 0 when rank 1 dies; rank 0 gives up waiting for a hung rank after --dist-timeout.
-    # torchrun then SIGTERMs the sleeping rank, which only notes it (the script's stop flag), and SIGKILLs it after
-    # TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (30 unless set, here 5; torchrun's --shutdown-timeout says the same).
+    # rank 1 exits (crash) or sleeps for an hour (hang) after its first optimizer step, while rank 0 goes on to its
+    # next all-reduce: torchrun stops rank 0 when rank 1 dies; rank 0 gives up waiting for a hung rank after
+    # --dist-timeout. torchrun then SIGTERMs the sleeping rank, which only notes it (the script's stop flag), and
+    # SIGKILLs it after TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (30 unless set, here 5).
     # Both launches at once; a launch still running after 120 s fails the test (subprocess.TimeoutExpired).
+    launcher = tmp_path / "faulty_rank.py"
+    launcher.write_text(FAULTY_RANK.replace("SCRIPT_PATH", repr(str(REPO / SCRIPT))))
     launches = {}
     for fault in ("crash", "hang"):
         (tmp_path / fault).mkdir()
         launches[fault] = subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / SCRIPT),
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(launcher),
              *TINY, "--dist-timeout", "5"],
-            cwd=tmp_path / fault, env=test_env(PPO_TEST_FAULT=fault, TORCH_ELASTIC_SHUTDOWN_TIMEOUT="5"),
+            cwd=tmp_path / fault, env=test_env(FAULT=fault, TORCH_ELASTIC_SHUTDOWN_TIMEOUT="5"),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         outputs = {fault: launch.communicate(timeout=120) for fault, launch in launches.items()}

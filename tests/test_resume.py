@@ -73,7 +73,7 @@ def assert_same_tensors(a, b):
 
 
 def test_a_resumed_run_loads_the_saved_state_and_keeps_the_schedule_and_step_axis(tmp_path, monkeypatch):
-    """ppo.py: 2 iterations stopped by SIGTERM then resumed for 2 more, against 4 iterations in one go. Not a replay of
+    """ppo.py: SIGTERM in iteration 3, which ends before the run stops, then resumed for 1 more, against 4 in one go. Not a replay of
     the whole run (a resume draws new random numbers and resets the envs): what it checks is the loaded weights and Adam
     state, the learning-rate schedule by value and the global_step axis, each step logged once."""
     assert_ok(run_main("ppo.py", *TINY, cwd=tmp_path / "whole"))
@@ -83,7 +83,7 @@ def test_a_resumed_run_loads_the_saved_state_and_keeps_the_schedule_and_step_axi
     assert stopped.returncode == 143 and "interrupted at step" in stopped.stderr, stopped.stderr
     (run_dir,) = run_dirs(tmp_path / "resumed")
     saved = torch.load(run_dir / "ppo.pt", weights_only=True)
-    assert saved["iteration"] == 2 and saved["global_step"] == 128  # the iteration under way is dropped
+    assert saved["iteration"] == 3 and saved["global_step"] == 192  # the iteration under way ends first
     (run_dir / "ppo.pt.tmp").write_bytes(b"half a checkpoint")  # a crash in the middle of a later save
 
     module = load_script("ppo.py")
@@ -243,16 +243,14 @@ def test_multigpu_ranks_resume_from_identical_weights(tmp_path):
 
 
 def test_a_full_disk_keeps_the_last_complete_checkpoint(tmp_path):
+    """A save that the disk has no room for fails (a traceback: nothing to recover), but the checkpoint on disk stays
+    the last whole one: saves write a temporary file and rename it."""
     # room for a tiny run's logs and one ppo.py checkpoint (136 KiB), not for two
     with small_disk(tmp_path / "small", "200k") as disk:
-        proc = run_main("ppo.py", *TINY, "--checkpoint-every", "1", cwd=disk)
-        assert proc.returncode == 1
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and "cannot save" in lines[0] and "last complete checkpoint is kept" in lines[0], lines
+        proc = run_script("ppo.py", *TINY, "--checkpoint-every", "1", cwd=disk)
+        assert proc.returncode == 1 and "Traceback" in proc.stderr, proc.stderr[-2000:]
         (run_dir,) = run_dirs(disk)
-        assert sorted(p.name for p in run_dir.glob("*.pt*")) == ["ppo.pt"]  # no .tmp left
         assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 1  # the first save, complete
-        read_every_metric(run_dir)  # and the logs were closed properly
 
 
 def stop_in_update(monkeypatch, step):
@@ -275,11 +273,9 @@ def record_saves(module):
     """Make the script's Run.save keep each checkpoint it wrote, as read back from the file, in a list it returns."""
     saves, save = [], module.Run.save
 
-    def recording_save(run):
-        ok = save(run)
-        if ok:
-            saves.append(torch.load(f"{run.dir}/{run.args.exp_name}.pt", weights_only=True))
-        return ok
+    def recording_save(run, iteration):
+        save(run, iteration)
+        saves.append(torch.load(f"{run.dir}/{run.args.exp_name}.pt", weights_only=True))
 
     module.Run.save = recording_save
     return saves
@@ -291,35 +287,35 @@ STOPPED = {"ppo.py": [*TINY, "--num-minibatches", 2, "--update-epochs", 2],
 
 
 @pytest.mark.parametrize("script", STOPPED)
-def test_a_stop_in_an_update_saves_the_last_whole_iteration(tmp_path, monkeypatch, script):
-    """SIGTERM at the second optimizer step of iteration 3: the checkpoint holds the state after iteration 2, to the
-    bit the one a twin run's --checkpoint-every 1 wrote after iteration 2 (model, Adam, normalization statistics),
-    and not the state the stopped run had reached (one optimizer step and a rollout later)."""
+def test_a_stop_in_an_update_ends_the_iteration_and_saves_it(tmp_path, monkeypatch, script):
+    """SIGTERM at the second optimizer step of iteration 3: the update goes on to its end, and the run stops after
+    iteration 3 with a checkpoint equal, to the bit, to the one a twin run's --checkpoint-every 1 wrote after
+    iteration 3 (model, Adam, normalization statistics): the signal changed nothing the run computes."""
     twin = load_script(script)
     saves = record_saves(twin)
     assert_ok(run_main(script, *STOPPED[script], "--checkpoint-every", 1, cwd=tmp_path / "twin", module=twin))
-    (after_two,) = [saved for saved in saves if saved["iteration"] == 2]
+    (after_three,) = [saved for saved in saves if saved["iteration"] == 3]
 
     steps = stop_in_update(monkeypatch, step=2 * 4 + 2)
     stopped = run_main(script, *STOPPED[script], "--save-model", cwd=tmp_path / "stopped")
     assert stopped.returncode == 143 and "Traceback" not in stopped.stderr, stopped.stderr
-    assert len(steps) == 10  # the stop came in the update, which did not go on
+    assert len(steps) == 12  # the update of iteration 3 went on to its end, and iteration 4 did not begin
     (run_dir,) = run_dirs(tmp_path / "stopped")
     saved = torch.load(run_dir / f"{script[:-3]}.pt", weights_only=True)
-    assert (saved["iteration"], saved["global_step"]) == (2, 128)
-    parts = ["model", "optimizer"] + (["obs_rms", "return_rms"] if "obs_rms" in after_two else [])
+    assert (saved["iteration"], saved["global_step"]) == (3, 192)
+    parts = ["model", "optimizer"] + (["obs_rms", "return_rms"] if "obs_rms" in after_three else [])
     assert set(parts) <= set(saved)
     for part in parts:
-        assert_same_tensors(saved[part], after_two[part])
-    assert saved["optimizer"]["param_groups"] == after_two["optimizer"]["param_groups"]
-    assert all(int(state["step"]) == 8 for state in saved["optimizer"]["state"].values())  # 2 iterations x 4 steps
+        assert_same_tensors(saved[part], after_three[part])
+    assert saved["optimizer"]["param_groups"] == after_three["optimizer"]["param_groups"]
+    assert all(int(state["step"]) == 12 for state in saved["optimizer"]["state"].values())  # 3 iterations x 4 steps
 
 
 def test_a_stop_inside_tensorboards_writer_ends_the_run_at_the_end_of_the_iteration(tmp_path, monkeypatch):
-    """SIGTERM while the main thread is inside TensorBoard's writer, as iteration 3's losses are logged: nothing is
-    raised there (an exception between two of its lock operations can leave writer.close() waiting forever), and the
-    iteration's logging has no safe point, so iteration 3 ends and the run stops at its boundary: exit 143, the
-    checkpoint after iteration 3, its losses in the closed logs, and iteration 4 not begun."""
+    """SIGTERM while the main thread is inside TensorBoard's writer, as iteration 3's losses are logged: the handler
+    raises nothing there (an exception between two of its lock operations can leave writer.close() waiting forever),
+    iteration 3 ends and the run stops: exit 143, the checkpoint after iteration 3, its losses in the closed logs, and
+    iteration 4 not begun."""
     from tensorboard.summary.writer import event_file_writer
 
     steps, sent, write = stop_in_update(monkeypatch, step=None), [], event_file_writer._AsyncWriter.write
@@ -363,21 +359,17 @@ torch.optim.Adam, torch.save = StoppedAdam, interrupted_save
 """
 
 
-@pytest.mark.parametrize("flags, first, save, signals", [
-    (["--save-model"], 2 * 4 + 2, 1, 1),  # a first stop in an update, the second in the final save, the only one
-    (["--checkpoint-every", 1], None, 2, 2),  # both in --checkpoint-every's save of iteration 2
-])
-def test_a_second_stop_during_a_save_ends_the_process_with_the_checkpoint_whole(tmp_path, flags, first, save, signals):
-    """The second SIGTERM ends the process at once, as the signal's default action does (a shell reports 143), but
-    never with the last consistent state lost: the save it interrupts is done anew first. The checkpoint is the state
-    after iteration 2, whole, and no temporary file is left."""
-    patch = SECOND_STOP_IN_A_SAVE.replace("FIRST", str(first)).replace("SAVE", str(save)).replace("SIGNALS", str(signals))
-    proc = run_patched("ppo.py", patch, *STOPPED["ppo.py"], *flags, cwd=tmp_path)
-    (run_dir,) = run_dirs(tmp_path)
-    assert sorted(p.name for p in run_dir.glob("*.pt*")) == ["ppo.pt"], proc.stderr[-2000:]
-    assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 2
-    assert f"torch.save call {save + 1}" in proc.stdout  # the save the signal interrupted, done anew
+def test_a_second_stop_during_a_save_ends_the_process_with_the_last_checkpoint_whole(tmp_path):
+    """A first SIGTERM in iteration 3's update, a second while --checkpoint-every 1 writes iteration 3's checkpoint:
+    the process ends at once, as by the signal's default action (a shell reports 143), and the checkpoint on disk is
+    the previous one, iteration 2's, whole (the half-written one is the temporary file beside it)."""
+    patch = SECOND_STOP_IN_A_SAVE.replace("FIRST", str(2 * 4 + 2)).replace("SAVE", "3").replace("SIGNALS", "1")
+    proc = run_patched("ppo.py", patch, *STOPPED["ppo.py"], "--checkpoint-every", 1, cwd=tmp_path)
     assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stderr[-2000:])
+    assert "torch.save call 3" not in proc.stdout  # the third save never finished
+    (run_dir,) = run_dirs(tmp_path)
+    assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 2
+    assert (run_dir / "ppo.pt.tmp").exists()  # what the killed save had begun
 
 
 def test_a_second_stop_while_the_logs_close_ends_the_process_at_once(tmp_path):
@@ -397,29 +389,32 @@ queue.Queue.join = stopping_join
 """.replace("FIRST_STEP", str(2 * 4 + 2))
     proc = run_patched("ppo.py", patch, *STOPPED["ppo.py"], "--save-model", cwd=tmp_path)
     assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stderr[-2000:])
-    assert "interrupted at step 128 (after iteration 2" in proc.stderr and "model saved to" in proc.stdout
+    assert "interrupted at step 192 (after iteration 3" in proc.stderr and "model saved to" in proc.stdout
     (run_dir,) = run_dirs(tmp_path)
-    assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 2
+    assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 3
 
 
-def test_a_stop_while_the_state_is_taken_names_the_iteration_it_saved(tmp_path, monkeypatch):
-    """SIGINT while the boundary after iteration 3 copies the state to save: nothing is raised there, the run stops at
-    that boundary, and its message names the iteration the checkpoint holds."""
-    module, calls = load_script("ppo.py"), []
+def test_a_stop_during_a_save_lets_it_finish_and_ends_the_run_there(tmp_path):
+    """SIGINT while --checkpoint-every 1 writes iteration 3's checkpoint: the save goes on to its end, the run stops
+    after iteration 3 (exit 130), and its message names the iteration the checkpoint holds."""
+    patch = """
+calls, save = [], torch.save
 
-    def deepcopy(x):
-        calls.append(1)
-        if len(calls) == 3 * 2 + 1:  # boundaries 0, 1 and 2 each copied the model and Adam: the one after iteration 3
-            os.kill(os.getpid(), signal.SIGINT)
-        return copy.deepcopy(x)
+def stopping_save(obj, f, *args, **kwargs):
+    calls.append(1)
+    if len(calls) == 3:  # iteration 3's checkpoint
+        os.kill(os.getpid(), signal.SIGINT)
+    return save(obj, f, *args, **kwargs)
 
-    monkeypatch.setattr(module, "copy", SimpleNamespace(deepcopy=deepcopy))
-    proc = run_main("ppo.py", *TINY, "--save-model", cwd=tmp_path, module=module)
+torch.save = stopping_save
+"""
+    proc = run_patched("ppo.py", patch, *TINY, "--checkpoint-every", 1, cwd=tmp_path)
     assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
     (run_dir,) = run_dirs(tmp_path)
+    assert sorted(p.name for p in run_dir.glob("*.pt*")) == ["ppo.pt"]
     saved = torch.load(run_dir / "ppo.pt", weights_only=True)
     assert (saved["iteration"], saved["global_step"]) == (3, 192)
-    assert "interrupted at step 192 (after iteration 3, the last whole one)" in proc.stderr
+    assert "interrupted at step 192 (after iteration 3)" in proc.stderr
 
 
 def test_a_stop_inside_a_write_to_stdout_lets_the_line_be_written(tmp_path):
@@ -631,19 +626,23 @@ def stop_after_start(module):
     module.Run = StoppedRun
 
 
-def test_a_stop_before_the_first_iteration_leaves_nothing_and_keeps_a_resumed_run(stopped_run, tmp_path):
+def test_a_stop_as_training_starts_ends_the_run_after_its_first_iteration(stopped_run, tmp_path):
+    """Ctrl-C right after Run.start: the first iteration runs to its end, then the run stops (exit 130) with that
+    iteration logged; a resumed run so stopped goes on in its own folder, kept whole, and saves the iteration it did
+    (--checkpoint-every 1, the checkpoint's setting)."""
     module = load_script("ppo.py")
     stop_after_start(module)
     proc = run_main("ppo.py", *TINY, cwd=tmp_path / "new", module=module)
-    assert proc.returncode == 130 and proc.stderr == ""
-    assert list((tmp_path / "new").iterdir()) == []  # no runs/ folder with a lone args.json
-    copy = copy_run(stopped_run[1], tmp_path / "resumed")  # a resumed run's folder is its own, kept whole
+    assert proc.returncode == 130 and "interrupted at step 64 (after iteration 1)" in proc.stderr, proc.stderr
+    (run_dir,) = run_dirs(tmp_path / "new")
+    assert [step for step, _ in read_scalars(run_dir)["charts/learning_rate"]] == [64]
+    copy = copy_run(stopped_run[1], tmp_path / "resumed")
     before = sorted(p.name for p in copy.parent.iterdir())
     module = load_script("ppo.py")
     stop_after_start(module)
     proc = run_main("ppo.py", "--resume", copy, "--total-timesteps", 384, cwd=tmp_path / "resumed", module=module)
     assert proc.returncode == 130 and set(before) <= {p.name for p in copy.parent.iterdir()}  # (+ its new log file)
-    assert torch.load(copy, weights_only=True)["iteration"] == 4
+    assert torch.load(copy, weights_only=True)["iteration"] == 5
 
 
 # --- --target-return: a run ends once it has learned enough ----------------------------------------------------------
@@ -657,18 +656,24 @@ def test_target_return_ends_training_at_the_first_boundary_where_the_last_20_epi
     assert_ok(proc)
     (run_dir,) = run_dirs(tmp_path)
     saved = torch.load(run_dir / "ppo.pt", weights_only=True)
-    assert saved["target_reached"] and saved["iteration"] < 1000
+    assert saved["iteration"] < 1000
     returns = read_scalars(run_dir)["charts/episodic_return"]
     means = {iteration: np.mean([r for step, r in returns if step <= iteration * 64][-20:])
              for iteration in range(1, saved["iteration"] + 1) if sum(step <= iteration * 64 for step, _ in returns) >= 20}
     assert [i for i, mean in means.items() if mean >= 30][:1] == [saved["iteration"]]
-    assert f"target reached at step {saved['global_step']}: the mean return of the last 20 episodes is" in proc.stdout
+    assert f"target reached at step {saved['global_step']}: the last 20 episodes' mean return" in proc.stdout
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logs = EventAccumulator(str(run_dir))
+    logs.Reload()
+    (event,) = logs.Tensors("target_reached/text_summary")  # what benchmark/report.py reads
+    assert event.tensor_proto.string_val[0].decode() == f"step {saved['global_step']}"
     assert max(step for step, _ in read_scalars(run_dir)["charts/learning_rate"]) == saved["global_step"]
 
 
 def test_a_resumed_run_counts_the_games_before_its_stop(tmp_path):
     """The checkpoint keeps the last 20 returns (as logged), and a resume goes on with them: its first progress line
-    averages 20 games, and a --target-return they already reach ends it at once, as reached, training nothing; a
+    averages 20 games, and a --target-return they already reach ends it after its first iteration, as reached; a
     checkpoint without them (saved by an older version) starts counting anew."""
     proc = run_main("ppo.py", *TINY[:4], "--total-timesteps", 64 * 20, "--save-model", cwd=tmp_path)
     assert_ok(proc)
@@ -679,14 +684,14 @@ def test_a_resumed_run_counts_the_games_before_its_stop(tmp_path):
     proc = run_main("ppo.py", "--resume", path, "--total-timesteps", 64 * 1000, "--target-return", min(returns[-20:]),
                     cwd=tmp_path)
     assert_ok(proc)
-    assert proc.stdout.startswith(f"target reached at step {64 * 20}: the mean return of the last 20 episodes is")
-    assert torch.load(path, weights_only=True)["iteration"] == 20  # nothing trained, nothing saved
-    proc = run_main("ppo.py", "--resume", path, "--total-timesteps", 64 * 21, "--target-return", "None", cwd=tmp_path)
+    assert f"target reached at step {64 * 21}: the last 20 episodes' mean return" in proc.stdout
+    assert torch.load(path, weights_only=True)["iteration"] == 21
+    proc = run_main("ppo.py", "--resume", path, "--total-timesteps", 64 * 22, "--target-return", "None", cwd=tmp_path)
     assert_ok(proc)
     assert "| return (last 20)" in next(line for line in proc.stdout.splitlines() if line.startswith("step"))
     checkpoint = torch.load(path, weights_only=True)
     del checkpoint["recent_returns"]
     torch.save(checkpoint, path)
-    proc = run_main("ppo.py", "--resume", path, "--total-timesteps", 64 * 22, cwd=tmp_path)
+    proc = run_main("ppo.py", "--resume", path, "--total-timesteps", 64 * 23, cwd=tmp_path)
     assert_ok(proc)
     assert "| return (last 20)" not in next(line for line in proc.stdout.splitlines() if line.startswith("step"))

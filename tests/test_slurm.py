@@ -184,9 +184,12 @@ def test_a_failed_task_is_reported_failed_from_sacct(slurm, tmp_path):
     assert ended == {1: "failed", 2: "running"}, ended
     proc = run_tool("run.py", *grid, "--slurm", "--dry-run", cwd=tmp_path, **slurm)
     assert_ok(proc)
-    assert f"  failed in Slurm (FAILED, task {job}_0, exit 1:0): CartPole-v1 seed 1\n" \
-           f"  failed in Slurm (FAILED, task {job}_1, exit 0:9; the task ended before its run recorded its end): " \
-           f"CartPole-v1 seed 2\n" in proc.stdout, proc.stdout
+    failed = (
+        f"  failed in Slurm (FAILED, task {job}_0, exit 1:0): CartPole-v1 seed 1\n"
+        f"  failed in Slurm (FAILED, task {job}_1, exit 0:9; the task ended before its run recorded its end): "
+        f"CartPole-v1 seed 2\n"
+    )
+    assert failed in proc.stdout, proc.stdout
     st = {seed: state for (_, seed), state in states(tmp_path / "out").items()}
     assert [(st[seed]["status"], st[seed]["returncode"], st[seed]["slurm_state"]) for seed in (1, 2)] == [
         ("failed", 3, "FAILED"), ("failed", -9, "FAILED")], st

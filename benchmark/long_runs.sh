@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The long runs that show ppo_procgen.py and ppo_atari_lstm.py at scale, each script with its defaults, seed 1, one
+# run at a time on both cores, over as many sessions as they take. In this order:
+#   starpilot, bigfish, bossfight   ppo_procgen.py (easy, 64 envs x 256 steps, learning rate 5e-4 constant, 25M
+#                                   total), each to UNTIL steps (default 5M) before the next game starts. The
+#                                   learning rate is constant, so the first 5M steps of a 25M run are the whole run
+#                                   stopped there; UNTIL=25000000 later takes each on to the end.
+#   lstm                            ppo_atari_lstm.py on BreakoutNoFrameskip-v4, the whole 10M
+# The published figures: train-procgen's own runs at the same steps (benchmark/results/procgen.md) and CleanRL's
+# ppo_atari_lstm.py on Breakout, 128.92 ± 31.10 at 10M (shared/reference-results.md).
+#
+#   bash benchmark/long_runs.sh                  # every run not yet at its step, in that order
+#   RUNS=lstm bash benchmark/long_runs.sh        # only the LSTM run
+#   KEEP=1 bash benchmark/long_runs.sh           # copy what $OUT holds into $KEPT, to commit (benchmark/keep.sh)
+#
+# Time: ppo_procgen.py trains at 87-184 steps/s on 2 cores (8-16 h to 5M), ppo_atari_lstm.py at ~300 (9 h to 10M).
+# Restartable: a run stopped (Ctrl-C, SIGTERM) continues from its last checkpoint (every 5 iterations for procgen,
+# 81,920 steps; every 100 for the LSTM, 102,400 steps) when this is started again; a stop comes at the end of the
+# iteration under way (up to 3 min for procgen on a CPU: --grace gives it that). At the end of every session in which
+# a run is unfinished: stop it, KEEP=1 bash benchmark/long_runs.sh, and commit $KEPT (one path per run, overwritten).
+# A procgen run parked at UNTIL keeps its optimizer's state, so that it goes on towards 25M as if never stopped; a
+# done run keeps only its weights. Started on a new machine, this copies the kept files back into $OUT first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+UNTIL=${UNTIL:-5000000}
+POLL=${POLL:-60}  # seconds between two looks at a procgen run's checkpoint
+RUNS=${RUNS:-starpilot bigfish bossfight lstm}
+OUT=${OUT:-benchmark/out/long_runs}
+KEPT=${KEPT:-benchmark/results/long_runs}
+
+source benchmark/keep.sh
+if [ -n "${KEEP:-}" ]; then
+    keep_runs "$OUT" "$KEPT"
+    exit 0
+fi
+[ -d "$OUT/runs" ] || copy_runs "$KEPT" "$OUT"  # a new machine: the committed runs go on from their checkpoints
+
+checkpoint_step() {  # checkpoint_step GAME: the step of the game's last checkpoint in $OUT, 0 if none
+    local path
+    path=$(ls "$OUT"/runs/"$1"__ppo_procgen__1__*/ppo_procgen.pt 2>/dev/null | head -n 1)
+    [ -n "$path" ] || { echo 0; return; }
+    python -c 'import sys, torch; print(torch.load(sys.argv[1], weights_only=True)["global_step"])' "$path"
+}
+
+for name in $RUNS; do
+    case $name in
+        starpilot | bigfish | bossfight)
+            if [ "$(checkpoint_step "$name")" -ge "$UNTIL" ]; then
+                echo "$name: at step $(checkpoint_step "$name") >= UNTIL=$UNTIL; next"
+                continue
+            fi
+            python benchmark/run.py --command "python ppo_procgen.py --save-model --checkpoint-every 5" \
+                --env-ids "$name" --seeds 1 --workers 1 --grace 600 --cwd "$OUT" --out "$OUT/state_procgen" &
+            runner=$!
+            # The runner stops the run (SIGTERM) once its checkpoint has reached UNTIL (it then stays resumable).
+            while kill -0 $runner 2>/dev/null; do
+                sleep "$POLL"
+                if [ "$(checkpoint_step "$name")" -ge "$UNTIL" ]; then
+                    kill -TERM $runner
+                    break
+                fi
+            done
+            wait $runner || [ "$(checkpoint_step "$name")" -ge "$UNTIL" ]
+            ;;
+        lstm)
+            python benchmark/run.py \
+                --command "python ppo_atari_lstm.py --total-timesteps 10000000 --save-model --checkpoint-every 100" \
+                --env-ids BreakoutNoFrameskip-v4 --seeds 1 --workers 1 --grace 600 --cwd "$OUT" --out "$OUT/state_lstm"
+            ;;
+        *)
+            echo "long_runs.sh: unknown run '$name' (starpilot, bigfish, bossfight, lstm)" >&2
+            exit 2
+            ;;
+    esac
+done
