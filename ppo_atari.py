@@ -9,7 +9,8 @@ value, uint8 frames scaled in the network, baselines' Atari defaults. Needs pip 
 
 import signal
 
-if __name__ == "__main__":  # before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
+# before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
+if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 import contextlib
 import datetime
@@ -127,11 +128,21 @@ class Args:
 
     def problem(self) -> Optional[str]:
         """The first thing wrong with these arguments, as a sentence for the user; None when all is well."""
-        for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                     "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
+        for name in (
+            "total_timesteps",
+            "num_envs",
+            "num_steps",
+            "num_minibatches",
+            "update_epochs",
+            "eval_episodes",
+            "learning_rate",
+            "clip_coef",
+            "max_grad_norm",
+        ):
             if not 0 < getattr(self, name) < np.inf:  # NaN fails every comparison
                 return f"--{name.replace('_', '-')} must be positive and finite, got {getattr(self, name)}"
-        if not 0 <= self.seed <= 2**30:  # with room above for the envs' offsets (+ i) within envpool's int32 seeds
+        # with room above for the envs' offsets (+ i) within envpool's int32 seeds
+        if not 0 <= self.seed <= 2**30:
             return f"--seed must be an integer from 0 to 2**30, got {self.seed}"
         for name in ("ent_coef", "vf_coef"):
             if not 0 <= getattr(self, name) < np.inf:
@@ -144,8 +155,10 @@ class Args:
         if self.num_threads is not None and self.num_threads <= 0:
             return f"--num-threads must be positive, got {self.num_threads}"
         if self.batch_size % self.num_minibatches:
-            return (f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
-                    f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches")
+            return (
+                f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
+                f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches"
+            )
         if self.checkpoint_every < 0:
             return f"--checkpoint-every must be >= 0 (0: only at the end), got {self.checkpoint_every}"
         if self.resume is not None and self.eval_checkpoint is not None:
@@ -165,7 +178,8 @@ class NoopReset(gym.Wrapper):
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
-        for _ in range(self.unwrapped.np_random.integers(1, self.noop_max + 1)):  # the env's seeded generator
+        # the env's seeded generator
+        for _ in range(self.unwrapped.np_random.integers(1, self.noop_max + 1)):
             obs, _, terminated, truncated, info = self.env.step(0)
             if terminated or truncated:
                 obs, info = self.env.reset()
@@ -196,7 +210,8 @@ class EpisodicLife(gym.Wrapper):
             obs, info = self.env.reset(**kwargs)
         else:  # continue the game where the life was lost
             obs, _, terminated, truncated, info = self.env.step(0)
-            if terminated or truncated:  # the no-op itself ended the game (baselines ignores this rare case)
+            # the no-op itself ended the game (baselines ignores this rare case)
+            if terminated or truncated:
                 obs, info = self.env.reset(**kwargs)
         self.lives = self.unwrapped.ale.lives()
         return obs, info
@@ -229,7 +244,8 @@ class WarpFrame(gym.ObservationWrapper):
         self.observation_space = gym.spaces.Box(0, 255, (size, size), np.uint8)
 
     def observation(self, frame):
-        import cv2  # the atari extra (opencv-python-headless); imported where used so the file imports without it
+        # the atari extra (opencv-python-headless); imported where used so the file imports without it
+        import cv2
 
         gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
         return cv2.resize(gray, (self.size, self.size), interpolation=cv2.INTER_AREA)
@@ -246,7 +262,8 @@ def make_env(env_id, idx, capture_video, run_name):
         else:
             env = gym.make(env_id, max_num_frames_per_episode=frames)
         env = NoopReset(env, noop_max=30)  # [A1]
-        env = gym.wrappers.MaxAndSkipObservation(env, skip=4)  # [A2] repeat 4 frames, sum rewards, max of last 2
+        # [A2] repeat 4 frames, sum rewards, max of last 2
+        env = gym.wrappers.MaxAndSkipObservation(env, skip=4)
         # where baselines' Monitor sits (cmd_util.py make_env): episodic_return is the whole game's raw score (before
         # [A3] and [A6]) and episodic_length counts its agent steps, the no-op and FIRE steps of [A3, A4] resets too
         env = gym.wrappers.RecordEpisodeStatistics(env)
@@ -254,7 +271,8 @@ def make_env(env_id, idx, capture_video, run_name):
         if "FIRE" in env.unwrapped.get_action_meanings():
             env = FireReset(env)  # [A4]
         env = WarpFrame(env)  # [A5]
-        env = gym.wrappers.TransformReward(env, np.sign)  # [A6] rewards clipped to their sign (baselines' ClipRewardEnv)
+        # [A6] rewards clipped to their sign (baselines' ClipRewardEnv)
+        env = gym.wrappers.TransformReward(env, np.sign)
         # [A7] (4, 84, 84). After every done, a lost life's too, the stack is 3 zero frames + the new one, as baselines'
         # VecFrameStack zeroes an env's stack on done (FrameStack sits outside [A3], so a lost life resets it too)
         env = gym.wrappers.FrameStackObservation(env, 4, padding_type="zero")
@@ -264,7 +282,8 @@ def make_env(env_id, idx, capture_video, run_name):
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
-    torch.nn.init.orthogonal_(layer.weight, std)  # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)  # [C2] biases 0
     return layer
 
@@ -284,7 +303,8 @@ class Agent(nn.Module):
             layer_init(nn.Linear(64 * 7 * 7, 512)),
             nn.ReLU(),
         )
-        self.actor = layer_init(nn.Linear(512, envs.single_action_space.n), std=0.01)  # [C2] policy output gain 0.01
+        # [C2] policy output gain 0.01
+        self.actor = layer_init(nn.Linear(512, envs.single_action_space.n), std=0.01)
         self.critic = layer_init(nn.Linear(512, 1), std=1.0)  # [C2] value output gain 1
 
     @staticmethod
@@ -326,8 +346,20 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
     return advantages, advantages + values
 
 
-def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns, clip_coef, norm_adv, clip_vloss,
-             ent_coef, vf_coef):
+def ppo_loss(
+    newlogprob,
+    entropy,
+    newvalue,
+    logprob,
+    value,
+    advantages,
+    returns,
+    clip_coef,
+    norm_adv,
+    clip_vloss,
+    ent_coef,
+    vf_coef,
+):
     """[C7]-[C10] The PPO loss of one mini-batch; returns (loss, stats), a pure function of its inputs.
 
     newlogprob, entropy, newvalue: the current policy's log-probs and entropies of the stored actions, and its values;
@@ -357,10 +389,16 @@ def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns,
     entropy_loss = entropy.mean()
     loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef  # [C10] one loss, one optimizer
 
-    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
-        stats = dict(value_loss=v_loss.detach(), policy_loss=pg_loss.detach(), entropy=entropy_loss.detach(),
-                     old_approx_kl=(-logratio).mean(), approx_kl=((ratio - 1) - logratio).mean(),
-                     clipfrac=((ratio - 1.0).abs() > clip_coef).float().mean())
+    # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
+    with torch.no_grad():
+        stats = dict(
+            value_loss=v_loss.detach(),
+            policy_loss=pg_loss.detach(),
+            entropy=entropy_loss.detach(),
+            old_approx_kl=(-logratio).mean(),
+            approx_kl=((ratio - 1) - logratio).mean(),
+            clipfrac=((ratio - 1.0).abs() > clip_coef).float().mean(),
+        )
     return loss, stats
 
 
@@ -372,7 +410,8 @@ def evaluate(agent, envs, num_episodes, device, seed):
         with torch.no_grad():
             action, _, _, _ = agent.get_action_and_value(torch.as_tensor(next_obs, device=device))
         next_obs, _, _, _, infos = envs.step(action.cpu().numpy())
-        if "final_info" in infos and "episode" in infos["final_info"]:  # [A3] a lost life carries no statistics
+        # [A3] a lost life carries no statistics
+        if "final_info" in infos and "episode" in infos["final_info"]:
             for r, done in zip(infos["final_info"]["episode"]["r"], infos["final_info"]["_episode"]):
                 if done and len(episodic_returns) < num_episodes:
                     print(f"eval episode {len(episodic_returns)}: return {r:.2f}")
@@ -381,7 +420,8 @@ def evaluate(agent, envs, num_episodes, device, seed):
 
 
 def main(args: Args) -> None:
-    run = Run(args)  # the plumbing (below the divider): checks, --resume or --eval-checkpoint, run folder, stops
+    # the plumbing (below the divider): checks, --resume or --eval-checkpoint, run folder, stops
+    run = Run(args)
     try:  # optional: the atari extra, imported only where it is used
         import ale_py
         import cv2  # noqa: F401 (used by WarpFrame)
@@ -389,12 +429,15 @@ def main(args: Args) -> None:
         run.fail(f'Atari needs the atari extra ({e.name} is missing): pip install -e ".[atari]"')
     gym.register_envs(ale_py)  # the ALE ids, among them *NoFrameskip-v4
     if not args.env_id.endswith("NoFrameskip-v4"):
-        run.fail(f"--env-id {args.env_id}: use an Atari *NoFrameskip-v4 id such as BreakoutNoFrameskip-v4 "
-                 f"(the wrappers skip frames themselves [A2], and other ids have sticky actions)")
+        run.fail(
+            f"--env-id {args.env_id}: use an Atari *NoFrameskip-v4 id such as BreakoutNoFrameskip-v4 "
+            f"(the wrappers skip frames themselves [A2], and other ids have sticky actions)"
+        )
 
-    # seeding (run.seed: --seed, or one drawn from it after --resume); torch trains on every core (--num-threads) between
-    # the env steps: the CNN's mini-batches take most of the time (measured: docs/speed.md)
-    num_threads = args.num_threads or len(os.sched_getaffinity(0))  # all the cores this process may use
+    # seeding (run.seed: --seed, or one drawn from it after --resume); torch trains on every core (--num-threads)
+    # between the env steps: the CNN's mini-batches take most of the time (measured: docs/speed.md)
+    # all the cores this process may use
+    num_threads = args.num_threads or len(os.sched_getaffinity(0))
     random.seed(run.seed)
     np.random.seed(run.seed)
     torch.manual_seed(run.seed)
@@ -413,24 +456,30 @@ def main(args: Args) -> None:
     except gym.error.Error as e:
         run.fail(f"cannot make env {args.env_id!r}: {e}")
 
-    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the faster layout of CPU convolutions
+    # the faster layout of CPU convolutions
+    agent = Agent(envs).to(device, memory_format=torch.channels_last)
     if args.eval_checkpoint is not None:  # play the saved model instead of training
         run.load(model=agent)
         returns = evaluate(agent, envs, args.eval_episodes, device, run.seed)
-        print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
+        print(
+            f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes"
+        )
         envs.close()
         return
 
     # [C3] Adam epsilon 1e-5, added after the bias correction (ppo2's TF1 Adam adds it before: docs/details.md).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    writer = run.start(envs, model=agent, optimizer=optimizer)  # --resume: their state from the checkpoint; the logs
+    # --resume: their state from the checkpoint; the logs
+    writer = run.start(envs, model=agent, optimizer=optimizer)
 
-    def minibatch_loss(inputs, *loss_args):  # the agent on a mini-batch, then the loss: one graph for --compile
+    # the agent on a mini-batch, then the loss: one graph for --compile
+    def minibatch_loss(inputs, *loss_args):
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
         return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
 
-    if args.compile:  # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
+    # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
+    if args.compile:
         minibatch_loss = torch.compile(minibatch_loss)
 
     # rollout storage: (num_steps, num_envs, ...)
@@ -441,27 +490,35 @@ def main(args: Args) -> None:
     actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)  # what the network gives stays in tensors
+    # what the network gives stays in tensors
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    def to_torch(array, dtype=torch.float32):  # a tensor on the run's device; on a CPU no copy if the dtype matches
+    # a tensor on the run's device; on a CPU no copy if the dtype matches
+    def to_torch(array, dtype=torch.float32):
         return torch.as_tensor(array, dtype=dtype, device=device)
 
     global_step = run.start_iteration * args.batch_size
     next_obs, _ = envs.reset(seed=run.seed)
     next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
-    with run:  # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
+    # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
+    with run:
         for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)
-            frac = 1.0 - (iteration - 1.0) / args.num_iterations  # the share of training still to come
-            if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+            # the share of training still to come
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+            if args.anneal_lr:
                 optimizer.param_groups[0]["lr"] = frac * args.learning_rate
-            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef  # [X1] off by default
-            if args.compile and args.anneal_clip:  # a float that changes is compiled anew; a tensor's value is not
+            # [X1] off by default
+            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef
+            # a float that changes is compiled anew; a tensor's value is not
+            if args.compile and args.anneal_clip:
                 clip_coef = torch.tensor(clip_coef, device=device)
 
-            for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
+            # [C1] a fixed-length segment of num_steps per env
+            for step in range(0, args.num_steps):
                 global_step += args.num_envs
                 obs[step] = next_obs
                 dones[step] = next_done
@@ -474,26 +531,39 @@ def main(args: Args) -> None:
                 logprobs[step] = logprob
 
                 next_obs, reward, terminations, truncations, infos = envs.step(action)
-                next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
+                # [C5] truncation ends the episode, as in baselines
+                next_done = np.logical_or(terminations, truncations)
                 rewards[step] = reward
                 truncated = np.flatnonzero(truncations & ~terminations) if args.bootstrap_truncated else []
-                if len(truncated):  # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
-                    final_obs = np.stack(infos["final_obs"][truncated])  # as the env returned it, before its reset
-                    with torch.inference_mode():  # one batched call for the envs that truncated at this step
+                # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
+                if len(truncated):
+                    # as the env returned it, before its reset
+                    final_obs = np.stack(infos["final_obs"][truncated])
+                    # one batched call for the envs that truncated at this step
+                    with torch.inference_mode():
                         final_value = agent.get_value(to_torch(final_obs, torch.uint8)).flatten().cpu().numpy()
                     rewards[step, truncated] += args.gamma * final_value
 
-                if "final_info" in infos and "episode" in infos["final_info"]:  # [A3] only whole games carry statistics
+                # [A3] only whole games carry statistics
+                if "final_info" in infos and "episode" in infos["final_info"]:
                     episode = infos["final_info"]["episode"]
                     for i in np.flatnonzero(infos["final_info"]["_episode"]):
                         writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
                         writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
-                        run.recent_returns.append(float(episode["r"][i]))  # the progress line, --target-return
+                        # the progress line, --target-return
+                        run.recent_returns.append(float(episode["r"][i]))
 
             with torch.no_grad():
                 next_value = agent.get_value(to_torch(next_obs, torch.uint8)).reshape(1, -1)[0]
-                advantages, returns = compute_gae(to_torch(rewards), values, to_torch(dones), next_value,
-                                                  to_torch(next_done), args.gamma, args.gae_lambda)
+                advantages, returns = compute_gae(
+                    to_torch(rewards),
+                    values,
+                    to_torch(dones),
+                    next_value,
+                    to_torch(next_done),
+                    args.gamma,
+                    args.gae_lambda,
+                )
 
             # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
             b_obs = to_torch(obs, torch.uint8).reshape((-1,) + envs.single_observation_space.shape)
@@ -503,7 +573,8 @@ def main(args: Args) -> None:
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)
 
-            update_stats = []  # [C12] every mini-batch's debug variables: the logs show their mean over the update
+            # [C12] every mini-batch's debug variables: the logs show their mean over the update
+            update_stats = []
             for epoch in range(args.update_epochs):
                 # [C6] one shuffle per epoch, cut into equal mini-batches: every sample used exactly once per epoch
                 b_inds = torch.randperm(args.batch_size, device=device)
@@ -512,18 +583,28 @@ def main(args: Args) -> None:
 
                     loss, stats = minibatch_loss(
                         (b_obs[mb_inds], b_actions[mb_inds]),  # the agent's inputs
-                        b_logprobs[mb_inds], b_values[mb_inds], b_advantages[mb_inds], b_returns[mb_inds],
-                        clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef,
+                        b_logprobs[mb_inds],
+                        b_values[mb_inds],
+                        b_advantages[mb_inds],
+                        b_returns[mb_inds],
+                        clip_coef,
+                        args.norm_adv,
+                        args.clip_vloss,
+                        args.ent_coef,
+                        args.vf_coef,
                     )
                     update_stats.append(stats)
 
                     optimizer.zero_grad()
                     loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # [C11] global gradient clipping
+                    # [C11] global gradient clipping
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
 
-                approx_kl = stats["approx_kl"]  # X3 tests the last mini-batch's approx KL, not the logged mean
-                if args.target_kl is not None and approx_kl > args.target_kl:  # [X3] early stopping, off by default
+                # X3 tests the last mini-batch's approx KL, not the logged mean
+                approx_kl = stats["approx_kl"]
+                # [X3] early stopping, off by default
+                if args.target_kl is not None and approx_kl > args.target_kl:
                     break
 
             y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
@@ -532,7 +613,8 @@ def main(args: Args) -> None:
 
             # [C12] debug variables: the mean over all mini-batches and epochs of the update, as baselines logs them
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            for name in update_stats[0]:  # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
+            # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
+            for name in update_stats[0]:
                 mean = torch.stack([stats[name] for stats in update_stats]).mean()
                 writer.add_scalar(f"losses/{name}", mean.item(), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -559,7 +641,8 @@ FREE_ON_RESUME = """total_timesteps target_return cuda compile track wandb_proje
 ENV_SETTINGS = ["env_id", "distribution_mode"]
 # the libraries whose versions args.json records, those the run imported: {module: distribution}
 LIBRARIES = dict(torch="torch", gymnasium="gymnasium", envpool="envpool", ale_py="ale-py", mujoco="mujoco")
-LIBRARIES |= dict(gym="gym", gym_microrts="gym-microrts", jpype="JPype1")  # Gym-μRTS and the gym it runs on
+# Gym-μRTS and the gym it runs on
+LIBRARIES |= dict(gym="gym", gym_microrts="gym-microrts", jpype="JPype1")
 
 
 class Run(contextlib.AbstractContextManager):

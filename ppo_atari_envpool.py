@@ -9,7 +9,8 @@ next-step autoreset into baselines' same-step one and reads the episode statisti
 
 import signal
 
-if __name__ == "__main__":  # before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
+# before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
+if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 import contextlib
 import datetime
@@ -35,9 +36,9 @@ from torch.utils.tensorboard import SummaryWriter
 
 @dataclass
 class Args:
-    """PPO (openai/baselines ppo2, 13 core + 9 Atari details) for Atari games on envpool [E1], baselines' Atari defaults.
-    Train: `python ppo_atari_envpool.py --env-id Pong-v5 --seed 2`; logs: `tensorboard --logdir runs`; save, then
-    evaluate: add `--save-model`, then `--eval-checkpoint runs/<run>/ppo_atari_envpool.pt`."""
+    """PPO (openai/baselines ppo2, 13 core + 9 Atari details) for Atari games on envpool [E1], baselines' Atari
+    defaults. Train: `python ppo_atari_envpool.py --env-id Pong-v5 --seed 2`; logs: `tensorboard --logdir runs`; save,
+    then evaluate: add `--save-model`, then `--eval-checkpoint runs/<run>/ppo_atari_envpool.pt`."""
 
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """name of the experiment: runs are named {env_id}__{exp_name}__{seed}__{unix time}"""
@@ -126,11 +127,21 @@ class Args:
 
     def problem(self) -> Optional[str]:
         """The first thing wrong with these arguments, as a sentence for the user; None when all is well."""
-        for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                     "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
+        for name in (
+            "total_timesteps",
+            "num_envs",
+            "num_steps",
+            "num_minibatches",
+            "update_epochs",
+            "eval_episodes",
+            "learning_rate",
+            "clip_coef",
+            "max_grad_norm",
+        ):
             if not 0 < getattr(self, name) < np.inf:  # NaN fails every comparison
                 return f"--{name.replace('_', '-')} must be positive and finite, got {getattr(self, name)}"
-        if not 0 <= self.seed <= 2**30:  # with room above for the envs' offsets (+ i) within envpool's int32 seeds
+        # with room above for the envs' offsets (+ i) within envpool's int32 seeds
+        if not 0 <= self.seed <= 2**30:
             return f"--seed must be an integer from 0 to 2**30, got {self.seed}"
         for name in ("ent_coef", "vf_coef"):
             if not 0 <= getattr(self, name) < np.inf:
@@ -143,8 +154,10 @@ class Args:
         if self.num_threads is not None and self.num_threads <= 0:
             return f"--num-threads must be positive, got {self.num_threads}"
         if self.batch_size % self.num_minibatches:
-            return (f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
-                    f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches")
+            return (
+                f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
+                f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches"
+            )
         if self.checkpoint_every < 0:
             return f"--checkpoint-every must be >= 0 (0: only at the end), got {self.checkpoint_every}"
         if self.resume is not None and self.eval_checkpoint is not None:
@@ -180,14 +193,17 @@ class EnvpoolVecEnv:
         self.single_observation_space = envs.observation_space  # (4, 84, 84) uint8 [A5, A7]
         self.single_action_space = envs.action_space
         self.episode_returns = np.zeros(self.num_envs)  # raw score of each env's current game
-        self.capture_video, self.frames, self.episode = capture_video, [], 0  # env 0's current game and its frames
+        # env 0's current game and its frames
+        self.capture_video, self.frames, self.episode = capture_video, [], 0
 
     def record(self, game_over):
-        """--capture-video: env 0's games 0, 1, 8, 27, ..., 729, 1000, 2000, ... (gymnasium's schedule, as ppo_atari.py's
-        RecordVideo) to mp4 files, in the emulator's full RGB frames; frames are drawn for those games only."""
+        """--capture-video: env 0's games 0, 1, 8, 27, ..., 729, 1000, 2000, ... (gymnasium's schedule, as
+        ppo_atari.py's RecordVideo) to mp4 files, in the emulator's full RGB frames; frames are drawn for those games
+        only."""
         if not self.capture_video:
             return
-        from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video  # save_video needs moviepy
+        # save_video needs moviepy
+        from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video
 
         if capped_cubic_video_schedule(self.episode):
             self.frames.append(self.envs.render(env_ids=[0])[0])
@@ -196,10 +212,12 @@ class EnvpoolVecEnv:
                 save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=30)
             self.frames, self.episode = [], self.episode + 1
 
-    def reset(self, seed=None):  # envpool seeds its envs when made (env i gets seed + i); seed is ignored here
+    # envpool seeds its envs when made (env i gets seed + i); seed is ignored here
+    def reset(self, seed=None):
         obs, info = self.envs.reset()
         self.record(False)
-        self.since_done = np.zeros(self.num_envs, dtype=np.int64)  # [A7] agent steps since each env's last done
+        # [A7] agent steps since each env's last done
+        self.since_done = np.zeros(self.num_envs, dtype=np.int64)
         self.lives = info["lives"].copy()  # to tell a life lost at the time limit
         return self.zero_stale_frames(obs, self.since_done), {}
 
@@ -209,7 +227,8 @@ class EnvpoolVecEnv:
         of the first frame, and keeps the frames from before a lost life; so here the frames of the stack that date
         from before the env's last done are zeroed, which gives exactly what ppo_atari.py and baselines see."""
         stack = obs.shape[1]
-        stale = np.arange(stack) + since_done[:, None] < stack - 1  # (num_envs, stack): frame j predates the done
+        # (num_envs, stack): frame j predates the done
+        stale = np.arange(stack) + since_done[:, None] < stack - 1
         if stale.any():
             obs = obs.copy()
             obs[stale] = 0
@@ -226,24 +245,30 @@ class EnvpoolVecEnv:
         terminations = terminations | (truncations & ((info["terminated"] == 1) | life_lost))
         self.lives = lives.copy()
         dones = np.logical_or(terminations, truncations)
-        game_over = np.logical_or(info["terminated"], truncations)  # a lost life [A3] is a done, not a game over
+        # a lost life [A3] is a done, not a game over
+        game_over = np.logical_or(info["terminated"], truncations)
         self.episode_returns += info["reward"]  # raw, not clipped [A6]
         self.record(game_over[0])
         infos = {}
         if dones.any():
             finished = np.flatnonzero(dones)
-            infos["final_obs"] = self.zero_stale_frames(obs, self.since_done + 1)  # [X5, A7] as the agent sees it
-            reset_obs, _, _, _, reset_info = self.envs.step(np.zeros_like(actions[finished]), finished)  # action ignored
+            # [X5, A7] as the agent sees it
+            infos["final_obs"] = self.zero_stale_frames(obs, self.since_done + 1)
+            # action ignored
+            reset_obs, _, _, _, reset_info = self.envs.step(np.zeros_like(actions[finished]), finished)
             obs = obs.copy()
             obs[reset_info["env_id"]] = reset_obs
-            self.lives[reset_info["env_id"]] = reset_info["lives"]  # a new game's, or the same after a lost life
+            # a new game's, or the same after a lost life
+            self.lives[reset_info["env_id"]] = reset_info["lives"]
             if dones[0]:
                 self.record(False)  # the first frame of env 0's next episode
         self.since_done = np.where(dones, 0, self.since_done + 1)
         obs = self.zero_stale_frames(obs, self.since_done)  # [A7]
         if game_over.any():
-            infos["final_info"] = {"episode": {"r": self.episode_returns.copy(), "l": info["elapsed_step"].copy()},
-                                   "_episode": game_over}
+            infos["final_info"] = {
+                "episode": {"r": self.episode_returns.copy(), "l": info["elapsed_step"].copy()},
+                "_episode": game_over,
+            }
             self.episode_returns[game_over] = 0
         return obs, reward, terminations, truncations, infos
 
@@ -253,13 +278,23 @@ class EnvpoolVecEnv:
 
 def make_env(env_id, num_envs, seed, num_threads, capture_video, run_name, max_episode_steps=None):
     import envpool  # optional: imported only here, so that the file imports without it
-    if envpool.__version__ != "1.2.5":  # the release the tests and results were made with; 1.2.7 changed JobShop
-        print(f"{os.path.basename(__file__)}: warning: made for envpool 1.2.5, found {envpool.__version__}, whose envs may "
-              f"differ: pip install envpool==1.2.5", file=sys.stderr)
+
+    # the release the tests and results were made with; 1.2.7 changed JobShop
+    if envpool.__version__ != "1.2.5":
+        print(
+            f"{os.path.basename(__file__)}: warning: made for envpool 1.2.5, found {envpool.__version__}, "
+            f"whose envs may differ: pip install envpool==1.2.5",
+            file=sys.stderr,
+        )
 
     render_mode = {"render_mode": "rgb_array"} if capture_video else {}
     envs = envpool.make(
-        env_id, env_type="gymnasium", num_envs=num_envs, seed=seed, num_threads=num_threads, **render_mode,
+        env_id,
+        env_type="gymnasium",
+        num_envs=num_envs,
+        seed=seed,
+        num_threads=num_threads,
+        **render_mode,
         # envpool's C++ preprocessing, set option by option to ppo_atari.py's wrappers. Differences left (envpool's
         # atari_env.h): each reset, a lost life's too, plays the no-ops then FIRE once (baselines: FIRE, then action 2;
         # after a lost life one no-op); the gray frame is the ALE palette's, not OpenCV's luminance
@@ -267,10 +302,16 @@ def make_env(env_id, num_envs, seed, num_threads, capture_video, run_name, max_e
         frame_skip=4,  # [A2] repeat 4 frames, sum rewards, max of the last 2
         episodic_life=True,  # [A3] a lost life is a done; the game goes on
         use_fire_reset=True,  # [A4] FIRE on reset, in the games that have it
-        img_height=84, img_width=84, gray_scale=True, use_inter_area_resize=True,  # [A5] 84 x 84 gray, area resize
+        # [A5] 84 x 84 gray, area resize
+        img_height=84,
+        img_width=84,
+        gray_scale=True,
+        use_inter_area_resize=True,
         reward_clip=True,  # [A6] rewards clipped to their sign; the raw one stays in info["reward"]
-        stack_num=4,  # [A7] (4, 84, 84); EnvpoolVecEnv zeroes the frames from before a done, as baselines
-        repeat_action_probability=0.0,  # no sticky actions, as the *NoFrameskip-v4 ids (the ALE's v5 default is 0.25)
+        # [A7] (4, 84, 84); EnvpoolVecEnv zeroes the frames from before a done, as baselines
+        stack_num=4,
+        # no sticky actions, as the *NoFrameskip-v4 ids (the ALE's v5 default is 0.25)
+        repeat_action_probability=0.0,
         # ppo2's time limit, that of gym's *NoFrameskip-v4 registration: 100,000 x 4 frames, 100,000 agent steps
         # (SpaceInvaders: x 3 frames, 75,000 steps); then truncation. envpool's default: v5's 27,000 (108,000 frames)
         max_episode_steps=max_episode_steps or (75000 if env_id.startswith("SpaceInvaders") else 100000),
@@ -279,7 +320,8 @@ def make_env(env_id, num_envs, seed, num_threads, capture_video, run_name, max_e
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
-    torch.nn.init.orthogonal_(layer.weight, std)  # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)  # [C2] biases 0
     return layer
 
@@ -299,7 +341,8 @@ class Agent(nn.Module):
             layer_init(nn.Linear(64 * 7 * 7, 512)),
             nn.ReLU(),
         )
-        self.actor = layer_init(nn.Linear(512, envs.single_action_space.n), std=0.01)  # [C2] policy output gain 0.01
+        # [C2] policy output gain 0.01
+        self.actor = layer_init(nn.Linear(512, envs.single_action_space.n), std=0.01)
         self.critic = layer_init(nn.Linear(512, 1), std=1.0)  # [C2] value output gain 1
 
     @staticmethod
@@ -341,8 +384,20 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
     return advantages, advantages + values
 
 
-def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns, clip_coef, norm_adv, clip_vloss,
-             ent_coef, vf_coef):
+def ppo_loss(
+    newlogprob,
+    entropy,
+    newvalue,
+    logprob,
+    value,
+    advantages,
+    returns,
+    clip_coef,
+    norm_adv,
+    clip_vloss,
+    ent_coef,
+    vf_coef,
+):
     """[C7]-[C10] The PPO loss of one mini-batch; returns (loss, stats), a pure function of its inputs.
 
     newlogprob, entropy, newvalue: the current policy's log-probs and entropies of the stored actions, and its values;
@@ -372,10 +427,16 @@ def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns,
     entropy_loss = entropy.mean()
     loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef  # [C10] one loss, one optimizer
 
-    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
-        stats = dict(value_loss=v_loss.detach(), policy_loss=pg_loss.detach(), entropy=entropy_loss.detach(),
-                     old_approx_kl=(-logratio).mean(), approx_kl=((ratio - 1) - logratio).mean(),
-                     clipfrac=((ratio - 1.0).abs() > clip_coef).float().mean())
+    # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
+    with torch.no_grad():
+        stats = dict(
+            value_loss=v_loss.detach(),
+            policy_loss=pg_loss.detach(),
+            entropy=entropy_loss.detach(),
+            old_approx_kl=(-logratio).mean(),
+            approx_kl=((ratio - 1) - logratio).mean(),
+            clipfrac=((ratio - 1.0).abs() > clip_coef).float().mean(),
+        )
     return loss, stats
 
 
@@ -387,7 +448,8 @@ def evaluate(agent, envs, num_episodes, device, seed):
         with torch.no_grad():
             action, _, _, _ = agent.get_action_and_value(torch.as_tensor(next_obs, device=device))
         next_obs, _, _, _, infos = envs.step(action.cpu().numpy())
-        if "final_info" in infos and "episode" in infos["final_info"]:  # [A3] a lost life carries no statistics
+        # [A3] a lost life carries no statistics
+        if "final_info" in infos and "episode" in infos["final_info"]:
             for r, done in zip(infos["final_info"]["episode"]["r"], infos["final_info"]["_episode"]):
                 if done and len(episodic_returns) < num_episodes:
                     print(f"eval episode {len(episodic_returns)}: return {r:.2f}")
@@ -396,19 +458,23 @@ def evaluate(agent, envs, num_episodes, device, seed):
 
 
 def main(args: Args) -> None:
-    run = Run(args)  # the plumbing (below the divider): checks, --resume or --eval-checkpoint, run folder, stops
+    # the plumbing (below the divider): checks, --resume or --eval-checkpoint, run folder, stops
+    run = Run(args)
     try:  # optional: imported only where it is used
         import envpool
     except ImportError:
         run.fail('the envs come from envpool, which is not installed: pip install -e ".[envpool]"')
     if not args.env_id.endswith("-v5") or args.env_id not in envpool.list_all_envs():
-        run.fail(f"--env-id {args.env_id}: use an envpool Atari *-v5 id such as Breakout-v5 or Pong-v5 "
-                 f"(envpool skips frames itself [A2])")
+        run.fail(
+            f"--env-id {args.env_id}: use an envpool Atari *-v5 id such as Breakout-v5 or Pong-v5 "
+            f"(envpool skips frames itself [A2])"
+        )
 
     # seeding (run.seed: --seed, or one drawn from it after --resume); torch runs on the cores envpool steps the envs
     # on (--num-threads), in turn: envpool's threads wait while the network works. All cores is fastest on an idle
     # machine; on cores that other jobs keep busy, pass --num-threads 1 (measured: docs/speed.md)
-    num_threads = args.num_threads or len(os.sched_getaffinity(0))  # all the cores this process may use
+    # all the cores this process may use
+    num_threads = args.num_threads or len(os.sched_getaffinity(0))
     random.seed(run.seed)
     np.random.seed(run.seed)
     torch.manual_seed(run.seed)
@@ -422,27 +488,34 @@ def main(args: Args) -> None:
     num_envs = 1 if args.eval_checkpoint is not None else args.num_envs
     try:
         envs = make_env(args.env_id, num_envs, run.seed, min(num_threads, num_envs), args.capture_video, run.name)
-    except Exception as e:  # envpool refuses ids and options it does not know with assertions and TypeErrors
+    # envpool refuses ids and options it does not know with assertions and TypeErrors
+    except Exception as e:
         run.fail(f"cannot make env {args.env_id!r} with the Atari options: {e} (use an Atari *-v5 id)")
 
-    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the faster layout of CPU convolutions
+    # the faster layout of CPU convolutions
+    agent = Agent(envs).to(device, memory_format=torch.channels_last)
     if args.eval_checkpoint is not None:  # play the saved model instead of training
         run.load(model=agent)
         returns = evaluate(agent, envs, args.eval_episodes, device, run.seed)
-        print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
+        print(
+            f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes"
+        )
         envs.close()
         return
 
     # [C3] Adam epsilon 1e-5, added after the bias correction (ppo2's TF1 Adam adds it before: docs/details.md).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    writer = run.start(envs, model=agent, optimizer=optimizer)  # --resume: their state from the checkpoint; the logs
+    # --resume: their state from the checkpoint; the logs
+    writer = run.start(envs, model=agent, optimizer=optimizer)
 
-    def minibatch_loss(inputs, *loss_args):  # the agent on a mini-batch, then the loss: one graph for --compile
+    # the agent on a mini-batch, then the loss: one graph for --compile
+    def minibatch_loss(inputs, *loss_args):
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
         return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
 
-    if args.compile:  # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
+    # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
+    if args.compile:
         minibatch_loss = torch.compile(minibatch_loss)
 
     # rollout storage: (num_steps, num_envs, ...)
@@ -453,27 +526,35 @@ def main(args: Args) -> None:
     actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)  # what the network gives stays in tensors
+    # what the network gives stays in tensors
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    def to_torch(array, dtype=torch.float32):  # a tensor on the run's device; on a CPU no copy if the dtype matches
+    # a tensor on the run's device; on a CPU no copy if the dtype matches
+    def to_torch(array, dtype=torch.float32):
         return torch.as_tensor(array, dtype=dtype, device=device)
 
     global_step = run.start_iteration * args.batch_size
     next_obs, _ = envs.reset(seed=run.seed)
     next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
-    with run:  # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
+    # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
+    with run:
         for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)
-            frac = 1.0 - (iteration - 1.0) / args.num_iterations  # the share of training still to come
-            if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+            # the share of training still to come
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+            if args.anneal_lr:
                 optimizer.param_groups[0]["lr"] = frac * args.learning_rate
-            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef  # [X1] off by default
-            if args.compile and args.anneal_clip:  # a float that changes is compiled anew; a tensor's value is not
+            # [X1] off by default
+            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef
+            # a float that changes is compiled anew; a tensor's value is not
+            if args.compile and args.anneal_clip:
                 clip_coef = torch.tensor(clip_coef, device=device)
 
-            for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
+            # [C1] a fixed-length segment of num_steps per env
+            for step in range(0, args.num_steps):
                 global_step += args.num_envs
                 obs[step] = next_obs
                 dones[step] = next_done
@@ -486,26 +567,39 @@ def main(args: Args) -> None:
                 logprobs[step] = logprob
 
                 next_obs, reward, terminations, truncations, infos = envs.step(action)
-                next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
+                # [C5] truncation ends the episode, as in baselines
+                next_done = np.logical_or(terminations, truncations)
                 rewards[step] = reward
                 truncated = np.flatnonzero(truncations & ~terminations) if args.bootstrap_truncated else []
-                if len(truncated):  # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
-                    final_obs = np.stack(infos["final_obs"][truncated])  # as the env returned it, before its reset
-                    with torch.inference_mode():  # one batched call for the envs that truncated at this step
+                # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
+                if len(truncated):
+                    # as the env returned it, before its reset
+                    final_obs = np.stack(infos["final_obs"][truncated])
+                    # one batched call for the envs that truncated at this step
+                    with torch.inference_mode():
                         final_value = agent.get_value(to_torch(final_obs, torch.uint8)).flatten().cpu().numpy()
                     rewards[step, truncated] += args.gamma * final_value
 
-                if "final_info" in infos and "episode" in infos["final_info"]:  # [A3] only whole games carry statistics
+                # [A3] only whole games carry statistics
+                if "final_info" in infos and "episode" in infos["final_info"]:
                     episode = infos["final_info"]["episode"]
                     for i in np.flatnonzero(infos["final_info"]["_episode"]):
                         writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
                         writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
-                        run.recent_returns.append(float(episode["r"][i]))  # the progress line, --target-return
+                        # the progress line, --target-return
+                        run.recent_returns.append(float(episode["r"][i]))
 
             with torch.no_grad():
                 next_value = agent.get_value(to_torch(next_obs, torch.uint8)).reshape(1, -1)[0]
-                advantages, returns = compute_gae(to_torch(rewards), values, to_torch(dones), next_value,
-                                                  to_torch(next_done), args.gamma, args.gae_lambda)
+                advantages, returns = compute_gae(
+                    to_torch(rewards),
+                    values,
+                    to_torch(dones),
+                    next_value,
+                    to_torch(next_done),
+                    args.gamma,
+                    args.gae_lambda,
+                )
 
             # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
             b_obs = to_torch(obs, torch.uint8).reshape((-1,) + envs.single_observation_space.shape)
@@ -515,7 +609,8 @@ def main(args: Args) -> None:
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)
 
-            update_stats = []  # [C12] every mini-batch's debug variables: the logs show their mean over the update
+            # [C12] every mini-batch's debug variables: the logs show their mean over the update
+            update_stats = []
             for epoch in range(args.update_epochs):
                 # [C6] one shuffle per epoch, cut into equal mini-batches: every sample used exactly once per epoch
                 b_inds = torch.randperm(args.batch_size, device=device)
@@ -524,18 +619,28 @@ def main(args: Args) -> None:
 
                     loss, stats = minibatch_loss(
                         (b_obs[mb_inds], b_actions[mb_inds]),  # the agent's inputs
-                        b_logprobs[mb_inds], b_values[mb_inds], b_advantages[mb_inds], b_returns[mb_inds],
-                        clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef,
+                        b_logprobs[mb_inds],
+                        b_values[mb_inds],
+                        b_advantages[mb_inds],
+                        b_returns[mb_inds],
+                        clip_coef,
+                        args.norm_adv,
+                        args.clip_vloss,
+                        args.ent_coef,
+                        args.vf_coef,
                     )
                     update_stats.append(stats)
 
                     optimizer.zero_grad()
                     loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # [C11] global gradient clipping
+                    # [C11] global gradient clipping
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
 
-                approx_kl = stats["approx_kl"]  # X3 tests the last mini-batch's approx KL, not the logged mean
-                if args.target_kl is not None and approx_kl > args.target_kl:  # [X3] early stopping, off by default
+                # X3 tests the last mini-batch's approx KL, not the logged mean
+                approx_kl = stats["approx_kl"]
+                # [X3] early stopping, off by default
+                if args.target_kl is not None and approx_kl > args.target_kl:
                     break
 
             y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
@@ -544,7 +649,8 @@ def main(args: Args) -> None:
 
             # [C12] debug variables: the mean over all mini-batches and epochs of the update, as baselines logs them
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            for name in update_stats[0]:  # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
+            # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
+            for name in update_stats[0]:
                 mean = torch.stack([stats[name] for stats in update_stats]).mean()
                 writer.add_scalar(f"losses/{name}", mean.item(), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -571,7 +677,8 @@ FREE_ON_RESUME = """total_timesteps target_return cuda compile track wandb_proje
 ENV_SETTINGS = ["env_id", "distribution_mode"]
 # the libraries whose versions args.json records, those the run imported: {module: distribution}
 LIBRARIES = dict(torch="torch", gymnasium="gymnasium", envpool="envpool", ale_py="ale-py", mujoco="mujoco")
-LIBRARIES |= dict(gym="gym", gym_microrts="gym-microrts", jpype="JPype1")  # Gym-μRTS and the gym it runs on
+# Gym-μRTS and the gym it runs on
+LIBRARIES |= dict(gym="gym", gym_microrts="gym-microrts", jpype="JPype1")
 
 
 class Run(contextlib.AbstractContextManager):

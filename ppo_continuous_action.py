@@ -9,7 +9,8 @@ on their way to the env, VecNormalize's observation and reward normalization (sa
 
 import signal
 
-if __name__ == "__main__":  # before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
+# before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
+if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 import contextlib
 import datetime
@@ -128,11 +129,21 @@ class Args:
 
     def problem(self) -> Optional[str]:
         """The first thing wrong with these arguments, as a sentence for the user; None when all is well."""
-        for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                     "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
+        for name in (
+            "total_timesteps",
+            "num_envs",
+            "num_steps",
+            "num_minibatches",
+            "update_epochs",
+            "eval_episodes",
+            "learning_rate",
+            "clip_coef",
+            "max_grad_norm",
+        ):
             if not 0 < getattr(self, name) < np.inf:  # NaN fails every comparison
                 return f"--{name.replace('_', '-')} must be positive and finite, got {getattr(self, name)}"
-        if not 0 <= self.seed <= 2**30:  # with room above for the envs' offsets (+ i) within envpool's int32 seeds
+        # with room above for the envs' offsets (+ i) within envpool's int32 seeds
+        if not 0 <= self.seed <= 2**30:
             return f"--seed must be an integer from 0 to 2**30, got {self.seed}"
         for name in ("ent_coef", "vf_coef"):
             if not 0 <= getattr(self, name) < np.inf:
@@ -143,8 +154,10 @@ class Args:
             if not 0 <= getattr(self, name) <= 1:
                 return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}"
         if self.batch_size % self.num_minibatches:
-            return (f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
-                    f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches")
+            return (
+                f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
+                f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches"
+            )
         if self.checkpoint_every < 0:
             return f"--checkpoint-every must be >= 0 (0: only at the end), got {self.checkpoint_every}"
         if self.resume is not None and self.eval_checkpoint is not None:
@@ -196,7 +209,8 @@ class NormalizeVecEnv(gym.vector.VectorWrapper):
         super().__init__(envs)
         self.obs_rms = RunningMeanStd(envs.single_observation_space.shape)
         self.return_rms = RunningMeanStd(())
-        self.returns = np.zeros(envs.num_envs)  # (num_envs,) discounted return of each env's current episode
+        # (num_envs,) discounted return of each env's current episode
+        self.returns = np.zeros(envs.num_envs)
         self.gamma, self.clip_obs, self.clip_reward, self.epsilon = gamma, clip_obs, clip_reward, epsilon
         self.training = True
 
@@ -204,8 +218,10 @@ class NormalizeVecEnv(gym.vector.VectorWrapper):
         """update=False: normalized with the current statistics, which it leaves as they are [X5]."""
         if self.training and update:
             self.obs_rms.update(obs)
-        obs = (obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + self.epsilon)  # [M6] observation normalization
-        return np.clip(obs, -self.clip_obs, self.clip_obs).astype(np.float32)  # [M7] observation clipping
+        # [M6] observation normalization
+        obs = (obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + self.epsilon)
+        # [M7] observation clipping
+        return np.clip(obs, -self.clip_obs, self.clip_obs).astype(np.float32)
 
     def reset(self, **kwargs):
         obs, infos = self.env.reset(**kwargs)
@@ -220,7 +236,8 @@ class NormalizeVecEnv(gym.vector.VectorWrapper):
             self.return_rms.update(self.returns)
         rewards = rewards / np.sqrt(self.return_rms.var + self.epsilon)
         rewards = np.clip(rewards, -self.clip_reward, self.clip_reward)  # [M9] reward clipping
-        self.returns[np.logical_or(terminations, truncations)] = 0  # the return restarts with the next episode
+        # the return restarts with the next episode
+        self.returns[np.logical_or(terminations, truncations)] = 0
         return self.normalize_obs(obs), rewards, terminations, truncations, infos
 
 
@@ -238,7 +255,8 @@ def make_env(env_id, idx, capture_video, run_name):
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
-    torch.nn.init.orthogonal_(layer.weight, std)  # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)  # [C2] biases 0
     return layer
 
@@ -261,9 +279,11 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 64)),
             nn.Tanh(),
-            layer_init(nn.Linear(64, action_dim), std=0.01),  # [C2] policy output gain 0.01; [M1] the Normal's mean
+            # [C2] policy output gain 0.01; [M1] the Normal's mean
+            layer_init(nn.Linear(64, action_dim), std=0.01),
         )
-        self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))  # [M2] state-independent log std, initially 0
+        # [M2] state-independent log std, initially 0
+        self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
 
     def get_value(self, x):
         return self.critic(x)
@@ -271,14 +291,16 @@ class Agent(nn.Module):
     def get_action(self, x):
         """A sample of the policy and nothing else: what a rollout step needs."""
         action_mean = self.actor(x)
-        return action_mean + self.actor_logstd.exp() * torch.randn_like(action_mean)  # [M1] a sample of the Normal
+        # [M1] a sample of the Normal
+        return action_mean + self.actor_logstd.exp() * torch.randn_like(action_mean)
 
     def get_action_and_value(self, x, action=None):
         action_mean = self.actor(x)
         action_logstd = self.actor_logstd.expand_as(action_mean)
         action_std = action_logstd.exp()
         if action is None:
-            action = action_mean + action_std * torch.randn_like(action_mean)  # [M1] a sample of Normal(mean, std)
+            # [M1] a sample of Normal(mean, std)
+            action = action_mean + action_std * torch.randn_like(action_mean)
         # [M1] the Normal's log-density and entropy written out, as in baselines' DiagGaussianPd (same numbers as
         # torch.distributions.Normal, at about half the cost per call); [M3] independent components: summed over dims
         logprob = -0.5 * ((action - action_mean) / action_std) ** 2 - action_logstd - 0.5 * math.log(2 * math.pi)
@@ -306,8 +328,20 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
     return advantages, advantages + values
 
 
-def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns, clip_coef, norm_adv, clip_vloss,
-             ent_coef, vf_coef):
+def ppo_loss(
+    newlogprob,
+    entropy,
+    newvalue,
+    logprob,
+    value,
+    advantages,
+    returns,
+    clip_coef,
+    norm_adv,
+    clip_vloss,
+    ent_coef,
+    vf_coef,
+):
     """[C7]-[C10] The PPO loss of one mini-batch; returns (loss, stats), a pure function of its inputs.
 
     newlogprob, entropy, newvalue: the current policy's log-probs and entropies of the stored actions, and its values;
@@ -337,21 +371,29 @@ def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns,
     entropy_loss = entropy.mean()
     loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef  # [C10] one loss, one optimizer
 
-    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
-        stats = dict(value_loss=v_loss.detach(), policy_loss=pg_loss.detach(), entropy=entropy_loss.detach(),
-                     old_approx_kl=(-logratio).mean(), approx_kl=((ratio - 1) - logratio).mean(),
-                     clipfrac=((ratio - 1.0).abs() > clip_coef).float().mean())
+    # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
+    with torch.no_grad():
+        stats = dict(
+            value_loss=v_loss.detach(),
+            policy_loss=pg_loss.detach(),
+            entropy=entropy_loss.detach(),
+            old_approx_kl=(-logratio).mean(),
+            approx_kl=((ratio - 1) - logratio).mean(),
+            clipfrac=((ratio - 1.0).abs() > clip_coef).float().mean(),
+        )
     return loss, stats
 
 
 def evaluate(agent, envs, num_episodes, device, seed):
-    """Play the agent's stochastic policy until num_episodes episodes have ended; returns their (raw) returns. Seeded."""
+    """Play the agent's stochastic policy until num_episodes episodes have ended; returns their (raw) returns.
+    Seeded."""
     episodic_returns = []
     next_obs, _ = envs.reset(seed=seed)
     while len(episodic_returns) < num_episodes:
         with torch.no_grad():
             action, _, _, _ = agent.get_action_and_value(torch.as_tensor(next_obs, dtype=torch.float32, device=device))
-        action = np.clip(action.cpu().numpy(), envs.single_action_space.low, envs.single_action_space.high)  # [M5]
+        # [M5]
+        action = np.clip(action.cpu().numpy(), envs.single_action_space.low, envs.single_action_space.high)
         next_obs, _, _, _, infos = envs.step(action)
         if "final_info" in infos:
             for r, done in zip(infos["final_info"]["episode"]["r"], infos["final_info"]["_episode"]):
@@ -362,7 +404,8 @@ def evaluate(agent, envs, num_episodes, device, seed):
 
 
 def main(args: Args) -> None:
-    run = Run(args)  # the plumbing (below the divider): checks, --resume or --eval-checkpoint, run folder, stops
+    # the plumbing (below the divider): checks, --resume or --eval-checkpoint, run folder, stops
+    run = Run(args)
 
     # seeding (run.seed: --seed, or one drawn from it after --resume); tiny MLPs run fastest on one CPU thread
     random.seed(run.seed)
@@ -380,7 +423,8 @@ def main(args: Args) -> None:
 
         mujoco.set_mju_user_warning(lambda text: "settotalmass" in text or print(f"MuJoCo: {text}", file=sys.stderr))
     if args.capture_video and sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
-        os.environ.setdefault("MUJOCO_GL", "egl")  # MuJoCo renders headless with EGL (or osmesa when set so)
+        # MuJoCo renders headless with EGL (or osmesa when set so)
+        os.environ.setdefault("MUJOCO_GL", "egl")
 
     # [C1] vectorized architecture: num_envs envs stepped in lockstep. SAME_STEP autoreset, as baselines' VecEnv:
     # the obs returned with done=True is already the first obs of the next episode (gymnasium 1.x defaults to NEXT_STEP)
@@ -390,28 +434,43 @@ def main(args: Args) -> None:
             [make_env(args.env_id, i, args.capture_video, run.name) for i in range(num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
-    except (gym.error.Error, ImportError) as e:  # ImportError: an id whose dependency is missing (HalfCheetah-v3)
-        atari = re.search(r"^ALE/|NoFrameskip|Deterministic|^[A-Z][A-Za-z]+-v5$", args.env_id) and "MuJoCo" not in str(e)
+    # ImportError: an id whose dependency is missing (HalfCheetah-v3)
+    except (gym.error.Error, ImportError) as e:
+        atari = re.search(r"^ALE/|NoFrameskip|Deterministic|^[A-Z][A-Za-z]+-v5$", args.env_id) and "MuJoCo" not in str(
+            e
+        )
         hint = " (Atari games: ppo_atari.py with a *NoFrameskip-v4 id, or ppo_atari_envpool.py with a *-v5 id)"
-        e = str(e).replace('pip install "gymnasium[mujoco]"', 'pip install -e ".[mujoco]"')  # this project's extra
+        # this project's extra
+        e = str(e).replace('pip install "gymnasium[mujoco]"', 'pip install -e ".[mujoco]"')
         run.fail(f"cannot make env {args.env_id!r}: {e}".replace("\n", " ") + (hint if atari else ""))
     if not isinstance(envs.single_action_space, gym.spaces.Box):
-        hint = {gym.spaces.Discrete: "ppo.py", gym.spaces.MultiDiscrete:
-                "the Agent of ppo_multidiscrete.py (that script makes envpool envs: give it your make_env)"}
-        run.fail(f"{args.env_id} has a {type(envs.single_action_space).__name__} action space; ppo_continuous_action.py "
-                 f"handles Box only: use {hint.get(type(envs.single_action_space), 'another script')}")
+        hint = {
+            gym.spaces.Discrete: "ppo.py",
+            gym.spaces.MultiDiscrete: (
+                "the Agent of ppo_multidiscrete.py (that script makes envpool envs: give it your make_env)"
+            ),
+        }
+        run.fail(
+            f"{args.env_id} has a {type(envs.single_action_space).__name__} action space; ppo_continuous_action.py "
+            f"handles Box only: use {hint.get(type(envs.single_action_space), 'another script')}"
+        )
     if not isinstance(envs.single_observation_space, gym.spaces.Box) or len(envs.single_observation_space.shape) != 1:
-        run.fail(f"{args.env_id} has observations {envs.single_observation_space}; ppo_continuous_action.py takes "
-                 f"flat vectors (use ppo_atari.py for images)")
+        run.fail(
+            f"{args.env_id} has observations {envs.single_observation_space}; ppo_continuous_action.py takes "
+            f"flat vectors (use ppo_atari.py for images)"
+        )
     envs = NormalizeVecEnv(envs)  # [M6]-[M9] baselines' VecNormalize, after the episode statistics
     action_low, action_high = envs.single_action_space.low, envs.single_action_space.high
 
     agent = Agent(envs).to(device)
     if args.eval_checkpoint is not None:  # play the saved model instead of training
-        run.load(model=agent, obs_rms=envs.obs_rms, return_rms=envs.return_rms)  # observations normalized as in training
+        # observations normalized as in training
+        run.load(model=agent, obs_rms=envs.obs_rms, return_rms=envs.return_rms)
         envs.training = False  # frozen: evaluation must not move the statistics
         returns = evaluate(agent, envs, args.eval_episodes, device, run.seed)
-        print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
+        print(
+            f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes"
+        )
         envs.close()
         return
 
@@ -421,11 +480,13 @@ def main(args: Args) -> None:
     # [M6, M8] the normalization statistics are part of the model: saved with it, and resumed
     writer = run.start(envs, model=agent, optimizer=optimizer, obs_rms=envs.obs_rms, return_rms=envs.return_rms)
 
-    def minibatch_loss(inputs, *loss_args):  # the agent on a mini-batch, then the loss: one graph for --compile
+    # the agent on a mini-batch, then the loss: one graph for --compile
+    def minibatch_loss(inputs, *loss_args):
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
         return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
 
-    if args.compile:  # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
+    # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
+    if args.compile:
         minibatch_loss = torch.compile(minibatch_loss)
 
     # rollout storage: (num_steps, num_envs, ...)
@@ -436,42 +497,55 @@ def main(args: Args) -> None:
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
-    def to_torch(array, dtype=torch.float32):  # a tensor on the run's device; on a CPU no copy if the dtype matches
+    # a tensor on the run's device; on a CPU no copy if the dtype matches
+    def to_torch(array, dtype=torch.float32):
         return torch.as_tensor(array, dtype=dtype, device=device)
 
     global_step = run.start_iteration * args.batch_size
     next_obs, _ = envs.reset(seed=run.seed)
     next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
-    with run:  # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
+    # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
+    with run:
         for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)
-            frac = 1.0 - (iteration - 1.0) / args.num_iterations  # the share of training still to come
-            if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+            # the share of training still to come
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+            if args.anneal_lr:
                 optimizer.param_groups[0]["lr"] = frac * args.learning_rate
-            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef  # [X1] off by default
-            if args.compile and args.anneal_clip:  # a float that changes is compiled anew; a tensor's value is not
+            # [X1] off by default
+            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef
+            # a float that changes is compiled anew; a tensor's value is not
+            if args.compile and args.anneal_clip:
                 clip_coef = torch.tensor(clip_coef, device=device)
 
-            for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
+            # [C1] a fixed-length segment of num_steps per env
+            for step in range(0, args.num_steps):
                 global_step += args.num_envs
                 obs[step] = next_obs
                 dones[step] = next_done
 
                 with torch.inference_mode():  # like no_grad, with less bookkeeping per op
-                    action = agent.get_action(to_torch(next_obs))  # log-probs and values come after the loop
+                    # log-probs and values come after the loop
+                    action = agent.get_action(to_torch(next_obs))
                 actions[step] = action = action.cpu().numpy()
 
                 # [M5] the env gets the action clipped to its bounds; actions[step] keeps the unclipped sample
                 env_action = np.clip(action, action_low, action_high)
                 next_obs, reward, terminations, truncations, infos = envs.step(env_action)
-                next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
+                # [C5] truncation ends the episode, as in baselines
+                next_done = np.logical_or(terminations, truncations)
                 rewards[step] = reward
                 truncated = np.flatnonzero(truncations & ~terminations) if args.bootstrap_truncated else []
-                if len(truncated):  # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
-                    final_obs = np.stack(infos["final_obs"][truncated])  # as the env returned it, before its reset
-                    final_obs = envs.normalize_obs(final_obs, update=False)  # [M6, M7] as seen by the agent, frozen
-                    with torch.inference_mode():  # one batched call for the envs that truncated at this step
+                # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
+                if len(truncated):
+                    # as the env returned it, before its reset
+                    final_obs = np.stack(infos["final_obs"][truncated])
+                    # [M6, M7] as seen by the agent, frozen
+                    final_obs = envs.normalize_obs(final_obs, update=False)
+                    # one batched call for the envs that truncated at this step
+                    with torch.inference_mode():
                         final_value = agent.get_value(to_torch(final_obs)).flatten().cpu().numpy()
                     rewards[step, truncated] += args.gamma * final_value
 
@@ -480,17 +554,26 @@ def main(args: Args) -> None:
                     for i in np.flatnonzero(infos["final_info"]["_episode"]):
                         writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
                         writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
-                        run.recent_returns.append(float(episode["r"][i]))  # the progress line, --target-return
+                        # the progress line, --target-return
+                        run.recent_returns.append(float(episode["r"][i]))
 
             with torch.no_grad():
                 # The parameters do not change during a rollout, so one batched call after it gives the log-probs and
                 # values that per-step calls would; the steps then run the actor alone (faster: docs/speed.md)
-                _, logprob, _, value = agent.get_action_and_value(to_torch(obs).flatten(0, 1),
-                                                                  to_torch(actions).flatten(0, 1))
+                _, logprob, _, value = agent.get_action_and_value(
+                    to_torch(obs).flatten(0, 1), to_torch(actions).flatten(0, 1)
+                )
                 logprobs, values = logprob.view(args.num_steps, -1), value.view(args.num_steps, -1)
                 next_value = agent.get_value(to_torch(next_obs)).reshape(1, -1)[0]
-                advantages, returns = compute_gae(to_torch(rewards), values, to_torch(dones), next_value,
-                                                  to_torch(next_done), args.gamma, args.gae_lambda)
+                advantages, returns = compute_gae(
+                    to_torch(rewards),
+                    values,
+                    to_torch(dones),
+                    next_value,
+                    to_torch(next_done),
+                    args.gamma,
+                    args.gae_lambda,
+                )
 
             # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
             b_obs = to_torch(obs).reshape((-1,) + envs.single_observation_space.shape)
@@ -500,7 +583,8 @@ def main(args: Args) -> None:
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)
 
-            update_stats = []  # [C12] every mini-batch's debug variables: the logs show their mean over the update
+            # [C12] every mini-batch's debug variables: the logs show their mean over the update
+            update_stats = []
             for epoch in range(args.update_epochs):
                 # [C6] one shuffle per epoch, cut into equal mini-batches: every sample used exactly once per epoch
                 b_inds = torch.randperm(args.batch_size, device=device)
@@ -509,18 +593,28 @@ def main(args: Args) -> None:
 
                     loss, stats = minibatch_loss(
                         (b_obs[mb_inds], b_actions[mb_inds]),  # the agent's inputs
-                        b_logprobs[mb_inds], b_values[mb_inds], b_advantages[mb_inds], b_returns[mb_inds],
-                        clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef,
+                        b_logprobs[mb_inds],
+                        b_values[mb_inds],
+                        b_advantages[mb_inds],
+                        b_returns[mb_inds],
+                        clip_coef,
+                        args.norm_adv,
+                        args.clip_vloss,
+                        args.ent_coef,
+                        args.vf_coef,
                     )
                     update_stats.append(stats)
 
                     optimizer.zero_grad()
                     loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # [C11] global gradient clipping
+                    # [C11] global gradient clipping
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
 
-                approx_kl = stats["approx_kl"]  # X3 tests the last mini-batch's approx KL, not the logged mean
-                if args.target_kl is not None and approx_kl > args.target_kl:  # [X3] early stopping, off by default
+                # X3 tests the last mini-batch's approx KL, not the logged mean
+                approx_kl = stats["approx_kl"]
+                # [X3] early stopping, off by default
+                if args.target_kl is not None and approx_kl > args.target_kl:
                     break
 
             y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
@@ -529,7 +623,8 @@ def main(args: Args) -> None:
 
             # [C12] debug variables: the mean over all mini-batches and epochs of the update, as baselines logs them
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            for name in update_stats[0]:  # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
+            # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
+            for name in update_stats[0]:
                 mean = torch.stack([stats[name] for stats in update_stats]).mean()
                 writer.add_scalar(f"losses/{name}", mean.item(), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -556,7 +651,8 @@ FREE_ON_RESUME = """total_timesteps target_return cuda compile track wandb_proje
 ENV_SETTINGS = ["env_id", "distribution_mode"]
 # the libraries whose versions args.json records, those the run imported: {module: distribution}
 LIBRARIES = dict(torch="torch", gymnasium="gymnasium", envpool="envpool", ale_py="ale-py", mujoco="mujoco")
-LIBRARIES |= dict(gym="gym", gym_microrts="gym-microrts", jpype="JPype1")  # Gym-μRTS and the gym it runs on
+# Gym-μRTS and the gym it runs on
+LIBRARIES |= dict(gym="gym", gym_microrts="gym-microrts", jpype="JPype1")
 
 
 class Run(contextlib.AbstractContextManager):

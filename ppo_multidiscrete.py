@@ -10,7 +10,8 @@ mask is only logged (charts/invalid_action_rate). docs/multidiscrete.md
 
 import signal
 
-if __name__ == "__main__":  # before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
+# before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
+if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 import contextlib
 import datetime
@@ -129,11 +130,21 @@ class Args:
 
     def problem(self) -> Optional[str]:
         """The first thing wrong with these arguments, as a sentence for the user; None when all is well."""
-        for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                     "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
+        for name in (
+            "total_timesteps",
+            "num_envs",
+            "num_steps",
+            "num_minibatches",
+            "update_epochs",
+            "eval_episodes",
+            "learning_rate",
+            "clip_coef",
+            "max_grad_norm",
+        ):
             if not 0 < getattr(self, name) < np.inf:  # NaN fails every comparison
                 return f"--{name.replace('_', '-')} must be positive and finite, got {getattr(self, name)}"
-        if not 0 <= self.seed <= 2**30:  # with room above for the envs' offsets (+ i) within envpool's int32 seeds
+        # with room above for the envs' offsets (+ i) within envpool's int32 seeds
+        if not 0 <= self.seed <= 2**30:
             return f"--seed must be an integer from 0 to 2**30, got {self.seed}"
         for name in ("ent_coef", "vf_coef"):
             if not 0 <= getattr(self, name) < np.inf:
@@ -144,8 +155,10 @@ class Args:
             if not 0 <= getattr(self, name) <= 1:
                 return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}"
         if self.batch_size % self.num_minibatches:
-            return (f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
-                    f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches")
+            return (
+                f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
+                f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches"
+            )
         if self.checkpoint_every < 0:
             return f"--checkpoint-every must be >= 0 (0: only at the end), got {self.checkpoint_every}"
         if self.resume is not None and self.eval_checkpoint is not None:
@@ -176,13 +189,18 @@ class EnvpoolVecEnv:
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
         # envpool writes MultiDiscrete actions as an integer Box from 0: component j takes high[j] + 1 values
         action_space = envs.action_space
-        if (isinstance(action_space, gym.spaces.Box) and np.issubdtype(action_space.dtype, np.integer)
-                and len(action_space.shape) == 1 and np.all(action_space.low == 0)):
+        if (
+            isinstance(action_space, gym.spaces.Box)
+            and np.issubdtype(action_space.dtype, np.integer)
+            and len(action_space.shape) == 1
+            and np.all(action_space.low == 0)
+        ):
             action_space = gym.spaces.MultiDiscrete(action_space.high.astype(np.int64) + 1)
         self.single_action_space = action_space
         self.episode_returns = np.zeros(self.num_envs)
         self.episode_lengths = np.zeros(self.num_envs, dtype=np.int64)
-        self.capture_video, self.frames, self.episode = capture_video, [], 0  # env 0's current episode and its frames
+        # env 0's current episode and its frames
+        self.capture_video, self.frames, self.episode = capture_video, [], 0
 
     def flatten(self, obs):
         """The one place where observations become network inputs: every entry of a dict observation except the
@@ -192,7 +210,8 @@ class EnvpoolVecEnv:
         return np.concatenate([obs[k].reshape(self.num_envs, -1).astype(np.float32) for k in self.keys], axis=1)
 
     def mask(self, obs):
-        """The action mask as (num_envs, sum(nvec)) booleans, component after component; all True if the env has none."""
+        """The action mask as (num_envs, sum(nvec)) booleans, component after component; all True if the env has
+        none."""
         if not isinstance(obs, dict) or "action_mask" not in obs:
             return np.ones((self.num_envs, int(np.sum(self.single_action_space.nvec))), dtype=bool)
         mask = obs["action_mask"].reshape(self.num_envs, len(self.single_action_space.nvec), -1)
@@ -203,7 +222,8 @@ class EnvpoolVecEnv:
         RecordVideo) to mp4 files; frames are drawn for those episodes only (a Jumanji frame takes ~0.4 s)."""
         if not self.capture_video:
             return
-        from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video  # save_video needs moviepy
+        # save_video needs moviepy
+        from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video
 
         if capped_cubic_video_schedule(self.episode):
             self.frames.append(self.envs.render(env_ids=[0])[0])
@@ -212,7 +232,8 @@ class EnvpoolVecEnv:
                 save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=10)
             self.frames, self.episode = [], self.episode + 1
 
-    def reset(self, seed=None):  # envpool seeds its envs when made (env i gets seed + i); seed is ignored here
+    # envpool seeds its envs when made (env i gets seed + i); seed is ignored here
+    def reset(self, seed=None):
         obs, _ = self.envs.reset()
         self.record(False)
         return self.flatten(obs), {"action_mask": self.mask(obs)}
@@ -226,8 +247,10 @@ class EnvpoolVecEnv:
         infos = {}
         if dones.any():
             finished = np.flatnonzero(dones)
-            infos["final_obs"] = self.flatten(obs)  # [X5] the obs at the done, before the reset step replaces it
-            reset_obs, _, _, _, reset_info = self.envs.step(np.zeros_like(actions[finished]), finished)  # action ignored
+            # [X5] the obs at the done, before the reset step replaces it
+            infos["final_obs"] = self.flatten(obs)
+            # action ignored
+            reset_obs, _, _, _, reset_info = self.envs.step(np.zeros_like(actions[finished]), finished)
             if isinstance(obs, dict):
                 obs = {k: v.copy() for k, v in obs.items()}
                 for k in obs:
@@ -237,8 +260,10 @@ class EnvpoolVecEnv:
                 obs[reset_info["env_id"]] = reset_obs
             if dones[0]:
                 self.record(False)  # the first frame of env 0's next episode
-            infos["final_info"] = {"episode": {"r": self.episode_returns.copy(), "l": self.episode_lengths.copy()},
-                                   "_episode": dones}
+            infos["final_info"] = {
+                "episode": {"r": self.episode_returns.copy(), "l": self.episode_lengths.copy()},
+                "_episode": dones,
+            }
             self.episode_returns[dones], self.episode_lengths[dones] = 0, 0
         infos["action_mask"] = self.mask(obs)
         return self.flatten(obs), reward, terminations, truncations, infos
@@ -270,24 +295,30 @@ class MicrortsVecEnv:
             # do not: the env checker that 0.24's make adds rejects its observations (int64, its space says int32),
             # 0.25's crashes on numpy 2 (np.bool8), and 0.26's registry lost the env_specs that gym_microrts reads
             import gym as legacy_gym  # gymnasium is `gym` in this file
+
             if tuple(int(part) for part in legacy_gym.__version__.split(".")[:2]) >= (0, 24):
                 raise ImportError(f"found gym {legacy_gym.__version__}")
             import gym_microrts  # noqa: F401 (registers the Microrts ids)
             import jpype
         except (ImportError, AttributeError) as e:
-            raise ImportError(f"the Microrts envs need Gym-μRTS 0.2.0 on a gym before 0.24 ({e}): "
-                              f"bash benchmark/install_microrts.sh (docs/multidiscrete.md)") from None
-        sys.stdout.flush()  # the Java side prints its map's path and reward functions for every env made: not shown
+            raise ImportError(
+                f"the Microrts envs need Gym-μRTS 0.2.0 on a gym before 0.24 ({e}): "
+                f"bash benchmark/install_microrts.sh (docs/multidiscrete.md)"
+            ) from None
+        # the Java side prints its map's path and reward functions for every env made: not shown
+        sys.stdout.flush()
         stdout, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
-        try:  # the first make starts the JVM (JPype: one per process, never again once it has been shut down)
+        # the first make starts the JVM (JPype: one per process, never again once it has been shut down)
+        try:
             self.envs = [legacy_gym.make(env_id) for _ in range(num_envs)]
         except (jpype.JVMNotFoundException, OSError) as e:  # no Java, or a JVM that does not start
             raise RuntimeError(f"{e} (Gym-μRTS runs in Java: apt-get install openjdk-17-jre-headless)") from None
         finally:
             os.dup2(stdout, 1)
             os.close(stdout), os.close(devnull)
-        for signum in (signal.SIGINT, signal.SIGTERM):  # the JVM took them over (it would exit at once): the script's
+        # the JVM took them over (it would exit at once): the script's
+        for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.getsignal(signum))
         for i, env in enumerate(self.envs):
             env.seed(seed + i)
@@ -303,9 +334,11 @@ class MicrortsVecEnv:
         return np.stack(obs).transpose(0, 3, 1, 2).astype(np.float32)
 
     def mask(self):
-        return np.stack([env.action_mask for env in self.envs]).astype(bool)  # (num_envs, sum(nvec)), True where valid
+        # (num_envs, sum(nvec)), True where valid
+        return np.stack([env.action_mask for env in self.envs]).astype(bool)
 
-    def reset(self, seed=None):  # seeded when made (env i gets seed + i); seed is ignored here, as in EnvpoolVecEnv
+    # seeded when made (env i gets seed + i); seed is ignored here, as in EnvpoolVecEnv
+    def reset(self, seed=None):
         return self.observe([env.reset() for env in self.envs]), {"action_mask": self.mask()}
 
     def step(self, actions):
@@ -316,40 +349,53 @@ class MicrortsVecEnv:
             truncations[i] = done and info.get("TimeLimit.truncated", False)
             terminations[i] = done and not truncations[i]
             final_obs.append(final)
-            obs.append(env.reset() if done else final)  # its action_mask is then the next episode's first
+            # its action_mask is then the next episode's first
+            obs.append(env.reset() if done else final)
         dones = np.logical_or(terminations, truncations)
         self.episode_returns += reward
         self.episode_lengths += 1
         infos = {"action_mask": self.mask()}
         if dones.any():
-            infos["final_obs"] = self.observe(final_obs)  # [X5] the obs at the done, before the reset replaced it
-            infos["final_info"] = {"episode": {"r": self.episode_returns.copy(), "l": self.episode_lengths.copy()},
-                                   "_episode": dones}
+            # [X5] the obs at the done, before the reset replaced it
+            infos["final_obs"] = self.observe(final_obs)
+            infos["final_info"] = {
+                "episode": {"r": self.episode_returns.copy(), "l": self.episode_lengths.copy()},
+                "_episode": dones,
+            }
             self.episode_returns[dones], self.episode_lengths[dones] = 0, 0
         return self.observe(obs), reward, terminations, truncations, infos
 
-    def close(self):  # not env.close(): it shuts the JVM down, and JPype cannot start another in this process
+    # not env.close(): it shuts the JVM down, and JPype cannot start another in this process
+    def close(self):
         for env in self.envs:
             env.unwrapped.client.close()
 
 
 def make_env(env_id, num_envs, seed, capture_video, run_name):
-    if env_id.startswith("Microrts"):  # Gym-μRTS 0.2.0's ids (MicrortsMining-v1, ...), the envs of the blog's runs
+    # Gym-μRTS 0.2.0's ids (MicrortsMining-v1, ...), the envs of the blog's runs
+    if env_id.startswith("Microrts"):
         return MicrortsVecEnv(env_id, num_envs, seed, capture_video)
     import envpool  # optional: imported only here, so that the file imports without it
-    if envpool.__version__ != "1.2.5":  # the release the tests and results were made with; 1.2.7 changed JobShop
-        print(f"{os.path.basename(__file__)}: warning: made for envpool 1.2.5, found {envpool.__version__}, whose envs may "
-              f"differ: pip install envpool==1.2.5", file=sys.stderr)
+
+    # the release the tests and results were made with; 1.2.7 changed JobShop
+    if envpool.__version__ != "1.2.5":
+        print(
+            f"{os.path.basename(__file__)}: warning: made for envpool 1.2.5, found {envpool.__version__}, "
+            f"whose envs may differ: pip install envpool==1.2.5",
+            file=sys.stderr,
+        )
 
     render_mode = {"render_mode": "rgb_array"} if capture_video else {}
     envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed, **render_mode)
-    with warnings.catch_warnings():  # envpool's float64 space bounds make gymnasium warn: noise, not the user's problem
+    # envpool's float64 space bounds make gymnasium warn: noise, not the user's problem
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return EnvpoolVecEnv(envs, capture_video, run_name)
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
-    torch.nn.init.orthogonal_(layer.weight, std)  # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)  # [C2] biases 0
     return layer
 
@@ -358,20 +404,24 @@ class Agent(nn.Module):
     def __init__(self, envs):
         super().__init__()
         obs_shape = envs.single_observation_space.shape
-        self.nvec = envs.single_action_space.nvec.tolist()  # [D1] number of choices of each action component
+        # [D1] number of choices of each action component
+        self.nvec = envs.single_action_space.nvec.tolist()
         self.network = nn.Identity()  # flat observations go to the two MLPs as they are
-        if len(obs_shape) == 3:  # [C13] the shared-trunk form, for Gym-μRTS's (27, h, w) grid: the blog's small CNN
+        # [C13] the shared-trunk form, for Gym-μRTS's (27, h, w) grid: the blog's small CNN
+        if len(obs_shape) == 3:
             self.network = nn.Sequential(
                 layer_init(nn.Conv2d(obs_shape[0], 16, kernel_size=3, stride=2)),
                 nn.ReLU(),
                 layer_init(nn.Conv2d(16, 32, kernel_size=2)),
                 nn.ReLU(),
                 nn.Flatten(),
-                layer_init(nn.Linear(32 * ((obs_shape[1] - 3) // 2) * ((obs_shape[2] - 3) // 2), 128)),  # 32 x 3 x 3
+                # 32 x 3 x 3
+                layer_init(nn.Linear(32 * ((obs_shape[1] - 3) // 2) * ((obs_shape[2] - 3) // 2), 128)),
                 nn.ReLU(),
             )
             self.critic = layer_init(nn.Linear(128, 1), std=1.0)  # [C2] value output gain 1
-            self.actor = layer_init(nn.Linear(128, sum(self.nvec)), std=0.01)  # [C2] gain 0.01; [D1] sum(nvec) logits
+            # [C2] gain 0.01; [D1] sum(nvec) logits
+            self.actor = layer_init(nn.Linear(128, sum(self.nvec)), std=0.01)
             return
         obs_dim = int(np.prod(obs_shape))
         # [C13] separate policy and value networks, 2 x 64 tanh each (baselines' value_network="copy")
@@ -387,7 +437,8 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 64)),
             nn.Tanh(),
-            layer_init(nn.Linear(64, sum(self.nvec)), std=0.01),  # [C2] policy output gain 0.01; [D1] sum(nvec) logits
+            # [C2] policy output gain 0.01; [D1] sum(nvec) logits
+            layer_init(nn.Linear(64, sum(self.nvec)), std=0.01),
         )
 
     def get_value(self, x):
@@ -395,7 +446,8 @@ class Agent(nn.Module):
 
     def get_action(self, x):
         """A sample of the policy and nothing else: what a rollout step needs."""
-        split_logits = torch.split(self.actor(self.network(x)), self.nvec, dim=1)  # [D1] one Categorical per component
+        # [D1] one Categorical per component
+        split_logits = torch.split(self.actor(self.network(x)), self.nvec, dim=1)
         # Categorical(logits=c).sample()'s own draw (one multinomial on the softmax), without building the distributions
         return torch.cat([torch.multinomial(c.softmax(-1), 1, True) for c in split_logits], dim=1)
 
@@ -408,7 +460,8 @@ class Agent(nn.Module):
         split_logits = torch.split(logits, self.nvec, dim=1)
         multi_probs = [Categorical(logits=component, validate_args=False) for component in split_logits]
         if action is None:
-            action = torch.stack([probs.sample() for probs in multi_probs], dim=1)  # (batch, len(nvec))
+            # (batch, len(nvec))
+            action = torch.stack([probs.sample() for probs in multi_probs], dim=1)
         logprob = torch.stack([probs.log_prob(a) for a, probs in zip(action.T, multi_probs)]).sum(0)
         entropy = torch.stack([probs.entropy() for probs in multi_probs]).sum(0)
         return action, logprob, entropy, self.critic(hidden)
@@ -434,8 +487,20 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
     return advantages, advantages + values
 
 
-def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns, clip_coef, norm_adv, clip_vloss,
-             ent_coef, vf_coef):
+def ppo_loss(
+    newlogprob,
+    entropy,
+    newvalue,
+    logprob,
+    value,
+    advantages,
+    returns,
+    clip_coef,
+    norm_adv,
+    clip_vloss,
+    ent_coef,
+    vf_coef,
+):
     """[C7]-[C10] The PPO loss of one mini-batch; returns (loss, stats), a pure function of its inputs.
 
     newlogprob, entropy, newvalue: the current policy's log-probs and entropies of the stored actions, and its values;
@@ -465,10 +530,16 @@ def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns,
     entropy_loss = entropy.mean()
     loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef  # [C10] one loss, one optimizer
 
-    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
-        stats = dict(value_loss=v_loss.detach(), policy_loss=pg_loss.detach(), entropy=entropy_loss.detach(),
-                     old_approx_kl=(-logratio).mean(), approx_kl=((ratio - 1) - logratio).mean(),
-                     clipfrac=((ratio - 1.0).abs() > clip_coef).float().mean())
+    # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
+    with torch.no_grad():
+        stats = dict(
+            value_loss=v_loss.detach(),
+            policy_loss=pg_loss.detach(),
+            entropy=entropy_loss.detach(),
+            old_approx_kl=(-logratio).mean(),
+            approx_kl=((ratio - 1) - logratio).mean(),
+            clipfrac=((ratio - 1.0).abs() > clip_coef).float().mean(),
+        )
     return loss, stats
 
 
@@ -489,7 +560,8 @@ def evaluate(agent, envs, num_episodes, device, seed):
 
 
 def main(args: Args) -> None:
-    run = Run(args)  # the plumbing (below the divider): checks, --resume or --eval-checkpoint, run folder, stops
+    # the plumbing (below the divider): checks, --resume or --eval-checkpoint, run folder, stops
+    run = Run(args)
     # seeding (run.seed: --seed, or one drawn from it after --resume); tiny MLPs run fastest on one CPU thread
     random.seed(run.seed)
     np.random.seed(run.seed)
@@ -503,34 +575,45 @@ def main(args: Args) -> None:
     num_envs = 1 if args.eval_checkpoint is not None else args.num_envs
     try:
         envs = make_env(args.env_id, num_envs, run.seed, args.capture_video, run.name)
-    except ImportError as e:  # envpool's, or for the Microrts ids Gym-μRTS's (its message says what to install)
-        run.fail(str(e) if args.env_id.startswith("Microrts") else
-                 'the envs come from envpool, which is not installed: pip install -e ".[envpool]"')
+    # envpool's, or for the Microrts ids Gym-μRTS's (its message says what to install)
+    except ImportError as e:
+        run.fail(
+            str(e)
+            if args.env_id.startswith("Microrts")
+            else 'the envs come from envpool, which is not installed: pip install -e ".[envpool]"'
+        )
     except Exception as e:  # envpool refuses unknown ids with an AssertionError
         run.fail(f"cannot make env {args.env_id!r}: {e}")
     if not isinstance(envs.single_action_space, gym.spaces.MultiDiscrete):
         hint = {gym.spaces.Box: "ppo_continuous_action.py", gym.spaces.Discrete: "ppo.py"}
-        run.fail(f"{args.env_id} has a {envs.single_action_space} action space; {os.path.basename(__file__)} handles "
-                 f"MultiDiscrete only: use {hint.get(type(envs.single_action_space), 'another script')}")
+        run.fail(
+            f"{args.env_id} has a {envs.single_action_space} action space; {os.path.basename(__file__)} handles "
+            f"MultiDiscrete only: use {hint.get(type(envs.single_action_space), 'another script')}"
+        )
 
     agent = Agent(envs).to(device)
     if args.eval_checkpoint is not None:  # play the saved model instead of training
         run.load(model=agent)
         returns = evaluate(agent, envs, args.eval_episodes, device, run.seed)
-        print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
+        print(
+            f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes"
+        )
         envs.close()
         return
 
     # [C3] Adam epsilon 1e-5, added after the bias correction (ppo2's TF1 Adam adds it before: docs/details.md).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    writer = run.start(envs, model=agent, optimizer=optimizer)  # --resume: their state from the checkpoint; the logs
+    # --resume: their state from the checkpoint; the logs
+    writer = run.start(envs, model=agent, optimizer=optimizer)
 
-    def minibatch_loss(inputs, *loss_args):  # the agent on a mini-batch, then the loss: one graph for --compile
+    # the agent on a mini-batch, then the loss: one graph for --compile
+    def minibatch_loss(inputs, *loss_args):
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
         return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
 
-    if args.compile:  # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
+    # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
+    if args.compile:
         minibatch_loss = torch.compile(minibatch_loss)
 
     # rollout storage: (num_steps, num_envs, ...)
@@ -544,42 +627,54 @@ def main(args: Args) -> None:
     # where each component's choices start in the flat mask: component j's action a_j is mask column offsets[j] + a_j
     offsets = np.cumsum([0] + agent.nvec[:-1])
 
-    def to_torch(array, dtype=torch.float32):  # a tensor on the run's device; on a CPU no copy if the dtype matches
+    # a tensor on the run's device; on a CPU no copy if the dtype matches
+    def to_torch(array, dtype=torch.float32):
         return torch.as_tensor(array, dtype=dtype, device=device)
 
     global_step = run.start_iteration * args.batch_size
     next_obs, infos = envs.reset(seed=run.seed)
     next_mask = infos["action_mask"]  # (num_envs, sum(nvec)), True where valid
     next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
-    with run:  # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
+    # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
+    with run:
         for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)
-            frac = 1.0 - (iteration - 1.0) / args.num_iterations  # the share of training still to come
-            if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+            # the share of training still to come
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+            if args.anneal_lr:
                 optimizer.param_groups[0]["lr"] = frac * args.learning_rate
-            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef  # [X1] off by default
-            if args.compile and args.anneal_clip:  # a float that changes is compiled anew; a tensor's value is not
+            # [X1] off by default
+            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef
+            # a float that changes is compiled anew; a tensor's value is not
+            if args.compile and args.anneal_clip:
                 clip_coef = torch.tensor(clip_coef, device=device)
             invalid_actions = 0  # action components the env's mask marks invalid, in this rollout
 
-            for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
+            # [C1] a fixed-length segment of num_steps per env
+            for step in range(0, args.num_steps):
                 global_step += args.num_envs
                 obs[step] = next_obs
                 dones[step] = next_done
 
                 with torch.inference_mode():  # like no_grad, with less bookkeeping per op
-                    action = agent.get_action(to_torch(next_obs))  # log-probs and values come after the loop
+                    # log-probs and values come after the loop
+                    action = agent.get_action(to_torch(next_obs))
                 actions[step] = action = action.cpu().numpy()
                 invalid_actions += (~np.take_along_axis(next_mask, offsets + action, axis=1)).sum()
 
                 next_obs, reward, terminations, truncations, infos = envs.step(action)
-                next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
+                # [C5] truncation ends the episode, as in baselines
+                next_done = np.logical_or(terminations, truncations)
                 rewards[step] = reward
                 truncated = np.flatnonzero(truncations & ~terminations) if args.bootstrap_truncated else []
-                if len(truncated):  # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
-                    final_obs = np.stack(infos["final_obs"][truncated])  # as the env returned it, before its reset
-                    with torch.inference_mode():  # one batched call for the envs that truncated at this step
+                # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
+                if len(truncated):
+                    # as the env returned it, before its reset
+                    final_obs = np.stack(infos["final_obs"][truncated])
+                    # one batched call for the envs that truncated at this step
+                    with torch.inference_mode():
                         final_value = agent.get_value(to_torch(final_obs)).flatten().cpu().numpy()
                     rewards[step, truncated] += args.gamma * final_value
                 next_mask = infos["action_mask"]
@@ -589,17 +684,26 @@ def main(args: Args) -> None:
                     for i in np.flatnonzero(infos["final_info"]["_episode"]):
                         writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
                         writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
-                        run.recent_returns.append(float(episode["r"][i]))  # the progress line, --target-return
+                        # the progress line, --target-return
+                        run.recent_returns.append(float(episode["r"][i]))
 
             with torch.no_grad():
                 # The parameters do not change during a rollout, so one batched call after it gives the log-probs and
                 # values that per-step calls would; the steps then run the actor alone (faster: docs/speed.md)
-                _, logprob, _, value = agent.get_action_and_value(to_torch(obs).flatten(0, 1),
-                                                                  to_torch(actions, torch.long).flatten(0, 1))
+                _, logprob, _, value = agent.get_action_and_value(
+                    to_torch(obs).flatten(0, 1), to_torch(actions, torch.long).flatten(0, 1)
+                )
                 logprobs, values = logprob.view(args.num_steps, -1), value.view(args.num_steps, -1)
                 next_value = agent.get_value(to_torch(next_obs)).reshape(1, -1)[0]
-                advantages, returns = compute_gae(to_torch(rewards), values, to_torch(dones), next_value,
-                                                  to_torch(next_done), args.gamma, args.gae_lambda)
+                advantages, returns = compute_gae(
+                    to_torch(rewards),
+                    values,
+                    to_torch(dones),
+                    next_value,
+                    to_torch(next_done),
+                    args.gamma,
+                    args.gae_lambda,
+                )
 
             # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
             b_obs = to_torch(obs).reshape((-1,) + envs.single_observation_space.shape)
@@ -609,7 +713,8 @@ def main(args: Args) -> None:
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)
 
-            update_stats = []  # [C12] every mini-batch's debug variables: the logs show their mean over the update
+            # [C12] every mini-batch's debug variables: the logs show their mean over the update
+            update_stats = []
             for epoch in range(args.update_epochs):
                 # [C6] one shuffle per epoch, cut into equal mini-batches: every sample used exactly once per epoch
                 b_inds = torch.randperm(args.batch_size, device=device)
@@ -618,18 +723,28 @@ def main(args: Args) -> None:
 
                     loss, stats = minibatch_loss(
                         (b_obs[mb_inds], b_actions[mb_inds]),  # the agent's inputs
-                        b_logprobs[mb_inds], b_values[mb_inds], b_advantages[mb_inds], b_returns[mb_inds],
-                        clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef,
+                        b_logprobs[mb_inds],
+                        b_values[mb_inds],
+                        b_advantages[mb_inds],
+                        b_returns[mb_inds],
+                        clip_coef,
+                        args.norm_adv,
+                        args.clip_vloss,
+                        args.ent_coef,
+                        args.vf_coef,
                     )
                     update_stats.append(stats)
 
                     optimizer.zero_grad()
                     loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # [C11] global gradient clipping
+                    # [C11] global gradient clipping
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
 
-                approx_kl = stats["approx_kl"]  # X3 tests the last mini-batch's approx KL, not the logged mean
-                if args.target_kl is not None and approx_kl > args.target_kl:  # [X3] early stopping, off by default
+                # X3 tests the last mini-batch's approx KL, not the logged mean
+                approx_kl = stats["approx_kl"]
+                # [X3] early stopping, off by default
+                if args.target_kl is not None and approx_kl > args.target_kl:
                     break
 
             y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
@@ -638,11 +753,14 @@ def main(args: Args) -> None:
 
             # [C12] debug variables: the mean over all mini-batches and epochs of the update, as baselines logs them
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            for name in update_stats[0]:  # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
+            # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
+            for name in update_stats[0]:
                 mean = torch.stack([stats[name] for stats in update_stats]).mean()
                 writer.add_scalar(f"losses/{name}", mean.item(), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
-            writer.add_scalar("charts/invalid_action_rate", invalid_actions / (args.batch_size * len(offsets)), global_step)
+            writer.add_scalar(
+                "charts/invalid_action_rate", invalid_actions / (args.batch_size * len(offsets)), global_step
+            )
 
             # the iteration's end: the progress line, --checkpoint-every, --target-return, and a stop (Ctrl-C, SIGTERM)
             run.progress(iteration)
@@ -666,7 +784,8 @@ FREE_ON_RESUME = """total_timesteps target_return cuda compile track wandb_proje
 ENV_SETTINGS = ["env_id", "distribution_mode"]
 # the libraries whose versions args.json records, those the run imported: {module: distribution}
 LIBRARIES = dict(torch="torch", gymnasium="gymnasium", envpool="envpool", ale_py="ale-py", mujoco="mujoco")
-LIBRARIES |= dict(gym="gym", gym_microrts="gym-microrts", jpype="JPype1")  # Gym-μRTS and the gym it runs on
+# Gym-μRTS and the gym it runs on
+LIBRARIES |= dict(gym="gym", gym_microrts="gym-microrts", jpype="JPype1")
 
 
 class Run(contextlib.AbstractContextManager):

@@ -9,7 +9,8 @@ clipped as by baselines' VecNormalize [M8, M9]. Needs envpool and, on Linux, Qt 
 
 import signal
 
-if __name__ == "__main__":  # before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
+# before the imports below (seconds): until training starts, Ctrl-C ends the process quietly
+if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 import contextlib
 import datetime
@@ -129,11 +130,21 @@ class Args:
 
     def problem(self) -> Optional[str]:
         """The first thing wrong with these arguments, as a sentence for the user; None when all is well."""
-        for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                     "eval_episodes", "learning_rate", "clip_coef", "max_grad_norm"):
+        for name in (
+            "total_timesteps",
+            "num_envs",
+            "num_steps",
+            "num_minibatches",
+            "update_epochs",
+            "eval_episodes",
+            "learning_rate",
+            "clip_coef",
+            "max_grad_norm",
+        ):
             if not 0 < getattr(self, name) < np.inf:  # NaN fails every comparison
                 return f"--{name.replace('_', '-')} must be positive and finite, got {getattr(self, name)}"
-        if not 0 <= self.seed <= 2**30:  # with room above for the envs' offsets (+ i) within envpool's int32 seeds
+        # with room above for the envs' offsets (+ i) within envpool's int32 seeds
+        if not 0 <= self.seed <= 2**30:
             return f"--seed must be an integer from 0 to 2**30, got {self.seed}"
         for name in ("ent_coef", "vf_coef"):
             if not 0 <= getattr(self, name) < np.inf:
@@ -146,8 +157,10 @@ class Args:
         if self.num_threads is not None and self.num_threads <= 0:
             return f"--num-threads must be positive, got {self.num_threads}"
         if self.batch_size % self.num_minibatches:
-            return (f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
-                    f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches")
+            return (
+                f"the batch (--num-envs {self.num_envs} x --num-steps {self.num_steps} = {self.batch_size}) "
+                f"does not split into --num-minibatches {self.num_minibatches} equal mini-batches"
+            )
         if self.checkpoint_every < 0:
             return f"--checkpoint-every must be >= 0 (0: only at the end), got {self.checkpoint_every}"
         if self.resume is not None and self.eval_checkpoint is not None:
@@ -158,8 +171,24 @@ class Args:
 
 
 # the 16 procgen games; envpool names them <Game><Mode>-v0, e.g. StarpilotEasy-v0
-PROCGEN_GAMES = ("bigfish", "bossfight", "caveflyer", "chaser", "climber", "coinrun", "dodgeball", "fruitbot", "heist",
-                 "jumper", "leaper", "maze", "miner", "ninja", "plunder", "starpilot")
+PROCGEN_GAMES = (
+    "bigfish",
+    "bossfight",
+    "caveflyer",
+    "chaser",
+    "climber",
+    "coinrun",
+    "dodgeball",
+    "fruitbot",
+    "heist",
+    "jumper",
+    "leaper",
+    "maze",
+    "miner",
+    "ninja",
+    "plunder",
+    "starpilot",
+)
 
 
 class RunningMeanStd:
@@ -214,16 +243,19 @@ class EnvpoolVecEnv:
         self.single_action_space = envs.action_space  # Discrete(15)
         self.episode_returns = np.zeros(self.num_envs)  # raw return of each env's current episode
         self.return_rms = RunningMeanStd(())
-        self.returns = np.zeros(self.num_envs)  # (num_envs,) discounted return of each env's current episode [M8]
+        # (num_envs,) discounted return of each env's current episode [M8]
+        self.returns = np.zeros(self.num_envs)
         self.gamma, self.clip_reward, self.epsilon = gamma, clip_reward, epsilon
-        self.capture_video, self.frames, self.episode = capture_video, [], 0  # env 0's current episode and its frames
+        # env 0's current episode and its frames
+        self.capture_video, self.frames, self.episode = capture_video, [], 0
 
     def record(self, done):
-        """--capture-video: env 0's episodes 0, 1, 8, 27, ..., 729, 1000, 2000, ... (gymnasium's schedule, as ppo_atari.py's
-        RecordVideo) to mp4 files; frames are drawn for those episodes only."""
+        """--capture-video: env 0's episodes 0, 1, 8, 27, ..., 729, 1000, 2000, ... (gymnasium's schedule, as
+        ppo_atari.py's RecordVideo) to mp4 files; frames are drawn for those episodes only."""
         if not self.capture_video:
             return
-        from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video  # save_video needs moviepy
+        # save_video needs moviepy
+        from gymnasium.utils.save_video import capped_cubic_video_schedule, save_video
 
         if capped_cubic_video_schedule(self.episode):
             self.frames.append(self.envs.render(env_ids=[0])[0])
@@ -232,7 +264,8 @@ class EnvpoolVecEnv:
                 save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=15)
             self.frames, self.episode = [], self.episode + 1
 
-    def reset(self, seed=None):  # envpool seeds the levels when made, as ProcgenEnv(rand_seed=seed); ignored here
+    # envpool seeds the levels when made, as ProcgenEnv(rand_seed=seed); ignored here
+    def reset(self, seed=None):
         obs, _ = self.envs.reset()
         self.record(False)
         return obs, {}
@@ -245,14 +278,18 @@ class EnvpoolVecEnv:
         infos = {}
         if dones.any():
             finished = np.flatnonzero(dones)
-            infos["final_obs"] = obs  # [X5] the obs at the done, before the reset step replaces it in a copy
-            reset_obs, _, _, _, reset_info = self.envs.step(np.zeros_like(actions[finished]), finished)  # action ignored
+            # [X5] the obs at the done, before the reset step replaces it in a copy
+            infos["final_obs"] = obs
+            # action ignored
+            reset_obs, _, _, _, reset_info = self.envs.step(np.zeros_like(actions[finished]), finished)
             obs = obs.copy()
             obs[reset_info["env_id"]] = reset_obs
             if dones[0]:
                 self.record(False)  # the first frame of env 0's next episode
-            infos["final_info"] = {"episode": {"r": self.episode_returns.copy(), "l": info["elapsed_step"].copy()},
-                                   "_episode": dones}
+            infos["final_info"] = {
+                "episode": {"r": self.episode_returns.copy(), "l": info["elapsed_step"].copy()},
+                "_episode": dones,
+            }
             self.episode_returns[dones] = 0
         # [M8] reward scaling: divide by the std of the discounted return, the mean is not subtracted
         self.returns = self.returns * self.gamma + reward
@@ -268,18 +305,25 @@ class EnvpoolVecEnv:
 
 def make_env(env_id, num_envs, seed, num_threads, capture_video, run_name):
     import envpool  # optional: imported only here, so that the file imports without it
-    if envpool.__version__ != "1.2.5":  # the release the tests and results were made with; 1.2.7 changed JobShop
-        print(f"{os.path.basename(__file__)}: warning: made for envpool 1.2.5, found {envpool.__version__}, whose envs may "
-              f"differ: pip install envpool==1.2.5", file=sys.stderr)
+
+    # the release the tests and results were made with; 1.2.7 changed JobShop
+    if envpool.__version__ != "1.2.5":
+        print(
+            f"{os.path.basename(__file__)}: warning: made for envpool 1.2.5, found {envpool.__version__}, "
+            f"whose envs may differ: pip install envpool==1.2.5",
+            file=sys.stderr,
+        )
 
     render_mode = {"render_mode": "rgb_array"} if capture_video else {}
-    envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed, num_threads=num_threads,
-                        **render_mode)
+    envs = envpool.make(
+        env_id, env_type="gymnasium", num_envs=num_envs, seed=seed, num_threads=num_threads, **render_mode
+    )
     return EnvpoolVecEnv(envs, capture_video, run_name)
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
-    torch.nn.init.orthogonal_(layer.weight, std)  # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    # [C2] orthogonal weights, gain sqrt(2) for hidden layers
+    torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)  # [C2] biases 0
     return layer
 
@@ -342,7 +386,8 @@ class Agent(nn.Module):
             glorot_init(nn.Linear(channels * height * width, 256)),
             nn.ReLU(),
         )
-        self.actor = layer_init(nn.Linear(256, envs.single_action_space.n), std=0.01)  # [C2] policy output gain 0.01
+        # [C2] policy output gain 0.01
+        self.actor = layer_init(nn.Linear(256, envs.single_action_space.n), std=0.01)
         self.critic = layer_init(nn.Linear(256, 1), std=1.0)  # [C2] value output gain 1
 
     @staticmethod
@@ -384,8 +429,20 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
     return advantages, advantages + values
 
 
-def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns, clip_coef, norm_adv, clip_vloss,
-             ent_coef, vf_coef):
+def ppo_loss(
+    newlogprob,
+    entropy,
+    newvalue,
+    logprob,
+    value,
+    advantages,
+    returns,
+    clip_coef,
+    norm_adv,
+    clip_vloss,
+    ent_coef,
+    vf_coef,
+):
     """[C7]-[C10] The PPO loss of one mini-batch; returns (loss, stats), a pure function of its inputs.
 
     newlogprob, entropy, newvalue: the current policy's log-probs and entropies of the stored actions, and its values;
@@ -415,10 +472,16 @@ def ppo_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns,
     entropy_loss = entropy.mean()
     loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef  # [C10] one loss, one optimizer
 
-    with torch.no_grad():  # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
-        stats = dict(value_loss=v_loss.detach(), policy_loss=pg_loss.detach(), entropy=entropy_loss.detach(),
-                     old_approx_kl=(-logratio).mean(), approx_kl=((ratio - 1) - logratio).mean(),
-                     clipfrac=((ratio - 1.0).abs() > clip_coef).float().mean())
+    # [C12] debug variables: KL by the k1 (old) and k3 estimators, clip fraction
+    with torch.no_grad():
+        stats = dict(
+            value_loss=v_loss.detach(),
+            policy_loss=pg_loss.detach(),
+            entropy=entropy_loss.detach(),
+            old_approx_kl=(-logratio).mean(),
+            approx_kl=((ratio - 1) - logratio).mean(),
+            clipfrac=((ratio - 1.0).abs() > clip_coef).float().mean(),
+        )
     return loss, stats
 
 
@@ -439,7 +502,8 @@ def evaluate(agent, envs, num_episodes, device, seed):
 
 
 def main(args: Args) -> None:
-    run = Run(args)  # the plumbing (below the divider): checks, --resume or --eval-checkpoint, run folder, stops
+    # the plumbing (below the divider): checks, --resume or --eval-checkpoint, run folder, stops
+    run = Run(args)
     if args.env_id not in PROCGEN_GAMES:
         run.fail(f"--env-id {args.env_id}: not a procgen game; choose from {', '.join(PROCGEN_GAMES)}")
     try:  # optional: imported only where it is used
@@ -449,14 +513,18 @@ def main(args: Args) -> None:
     # envpool's id, e.g. starpilot + easy -> StarpilotEasy-v0; the modes a game has are those envpool registers
     envpool_id = f"{args.env_id.capitalize()}{args.distribution_mode.capitalize()}-v0"
     if envpool_id not in envpool.list_all_envs():
-        modes = [m for m in ("easy", "hard", "memory", "exploration", "extreme")
-                 if f"{args.env_id.capitalize()}{m.capitalize()}-v0" in envpool.list_all_envs()]
+        modes = [
+            m
+            for m in ("easy", "hard", "memory", "exploration", "extreme")
+            if f"{args.env_id.capitalize()}{m.capitalize()}-v0" in envpool.list_all_envs()
+        ]
         run.fail(f"--distribution-mode {args.distribution_mode}: {args.env_id} has {', '.join(modes)}")
 
     # seeding (run.seed: --seed, or one drawn from it after --resume); torch runs on the cores envpool steps the envs
     # on (--num-threads), in turn: envpool's threads wait while the network works. All cores is fastest on an idle
     # machine; on cores that other jobs keep busy, pass --num-threads 1 (measured: docs/speed.md)
-    num_threads = args.num_threads or len(os.sched_getaffinity(0))  # all the cores this process may use
+    # all the cores this process may use
+    num_threads = args.num_threads or len(os.sched_getaffinity(0))
     random.seed(run.seed)
     np.random.seed(run.seed)
     torch.manual_seed(run.seed)
@@ -473,24 +541,30 @@ def main(args: Args) -> None:
     except ImportError as e:  # envpool's procgen needs the Qt 5 libraries on Linux
         run.fail(f"cannot make env {envpool_id!r}: {e}".replace("\n", " "))
 
-    agent = Agent(envs).to(device, memory_format=torch.channels_last)  # the faster layout of CPU convolutions
+    # the faster layout of CPU convolutions
+    agent = Agent(envs).to(device, memory_format=torch.channels_last)
     if args.eval_checkpoint is not None:  # play the saved model instead of training
         run.load(model=agent)
         returns = evaluate(agent, envs, args.eval_episodes, device, run.seed)
-        print(f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes")
+        print(
+            f"{args.env_id}: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} over {len(returns)} episodes"
+        )
         envs.close()
         return
 
     # [C3] Adam epsilon 1e-5, added after the bias correction (ppo2's TF1 Adam adds it before: docs/details.md).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    writer = run.start(envs, model=agent, optimizer=optimizer, return_rms=envs.return_rms)  # [M8] saved with the model
+    # [M8] saved with the model
+    writer = run.start(envs, model=agent, optimizer=optimizer, return_rms=envs.return_rms)
 
-    def minibatch_loss(inputs, *loss_args):  # the agent on a mini-batch, then the loss: one graph for --compile
+    # the agent on a mini-batch, then the loss: one graph for --compile
+    def minibatch_loss(inputs, *loss_args):
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
         return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
 
-    if args.compile:  # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
+    # compiled at its first call (~20 s, less with inductor's cache); the rollout stays eager
+    if args.compile:
         minibatch_loss = torch.compile(minibatch_loss)
 
     # rollout storage: (num_steps, num_envs, ...)
@@ -501,27 +575,35 @@ def main(args: Args) -> None:
     actions = np.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=np.int64)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)  # what the network gives stays in tensors
+    # what the network gives stays in tensors
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    def to_torch(array, dtype=torch.float32):  # a tensor on the run's device; on a CPU no copy if the dtype matches
+    # a tensor on the run's device; on a CPU no copy if the dtype matches
+    def to_torch(array, dtype=torch.float32):
         return torch.as_tensor(array, dtype=dtype, device=device)
 
     global_step = run.start_iteration * args.batch_size
     next_obs, _ = envs.reset(seed=run.seed)
     next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
-    with run:  # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
+    # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
+    with run:
         for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)
-            frac = 1.0 - (iteration - 1.0) / args.num_iterations  # the share of training still to come
-            if args.anneal_lr:  # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+            # the share of training still to come
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            # [C4] learning rate annealed linearly; it would reach 0 after the last iteration
+            if args.anneal_lr:
                 optimizer.param_groups[0]["lr"] = frac * args.learning_rate
-            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef  # [X1] off by default
-            if args.compile and args.anneal_clip:  # a float that changes is compiled anew; a tensor's value is not
+            # [X1] off by default
+            clip_coef = frac * args.clip_coef if args.anneal_clip else args.clip_coef
+            # a float that changes is compiled anew; a tensor's value is not
+            if args.compile and args.anneal_clip:
                 clip_coef = torch.tensor(clip_coef, device=device)
 
-            for step in range(0, args.num_steps):  # [C1] a fixed-length segment of num_steps per env
+            # [C1] a fixed-length segment of num_steps per env
+            for step in range(0, args.num_steps):
                 global_step += args.num_envs
                 obs[step] = next_obs
                 dones[step] = next_done
@@ -534,12 +616,16 @@ def main(args: Args) -> None:
                 logprobs[step] = logprob
 
                 next_obs, reward, terminations, truncations, infos = envs.step(action)
-                next_done = np.logical_or(terminations, truncations)  # [C5] truncation ends the episode, as in baselines
+                # [C5] truncation ends the episode, as in baselines
+                next_done = np.logical_or(terminations, truncations)
                 rewards[step] = reward
                 truncated = np.flatnonzero(truncations & ~terminations) if args.bootstrap_truncated else []
-                if len(truncated):  # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
-                    final_obs = np.stack(infos["final_obs"][truncated])  # as the env returned it, before its reset
-                    with torch.inference_mode():  # one batched call for the envs that truncated at this step
+                # [X5] a time limit is no real end: gamma * V(final obs) enters GAE via the reward
+                if len(truncated):
+                    # as the env returned it, before its reset
+                    final_obs = np.stack(infos["final_obs"][truncated])
+                    # one batched call for the envs that truncated at this step
+                    with torch.inference_mode():
                         final_value = agent.get_value(to_torch(final_obs, torch.uint8)).flatten().cpu().numpy()
                     rewards[step, truncated] += args.gamma * final_value
 
@@ -548,12 +634,20 @@ def main(args: Args) -> None:
                     for i in np.flatnonzero(infos["final_info"]["_episode"]):
                         writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
                         writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
-                        run.recent_returns.append(float(episode["r"][i]))  # the progress line, --target-return
+                        # the progress line, --target-return
+                        run.recent_returns.append(float(episode["r"][i]))
 
             with torch.no_grad():
                 next_value = agent.get_value(to_torch(next_obs, torch.uint8)).reshape(1, -1)[0]
-                advantages, returns = compute_gae(to_torch(rewards), values, to_torch(dones), next_value,
-                                                  to_torch(next_done), args.gamma, args.gae_lambda)
+                advantages, returns = compute_gae(
+                    to_torch(rewards),
+                    values,
+                    to_torch(dones),
+                    next_value,
+                    to_torch(next_done),
+                    args.gamma,
+                    args.gae_lambda,
+                )
 
             # flatten the segment: (num_steps, num_envs, ...) -> (batch_size, ...)
             b_obs = to_torch(obs, torch.uint8).reshape((-1,) + envs.single_observation_space.shape)
@@ -563,7 +657,8 @@ def main(args: Args) -> None:
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)
 
-            update_stats = []  # [C12] every mini-batch's debug variables: the logs show their mean over the update
+            # [C12] every mini-batch's debug variables: the logs show their mean over the update
+            update_stats = []
             for epoch in range(args.update_epochs):
                 # [C6] one shuffle per epoch, cut into equal mini-batches: every sample used exactly once per epoch
                 b_inds = torch.randperm(args.batch_size, device=device)
@@ -572,18 +667,28 @@ def main(args: Args) -> None:
 
                     loss, stats = minibatch_loss(
                         (b_obs[mb_inds], b_actions[mb_inds]),  # the agent's inputs
-                        b_logprobs[mb_inds], b_values[mb_inds], b_advantages[mb_inds], b_returns[mb_inds],
-                        clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef,
+                        b_logprobs[mb_inds],
+                        b_values[mb_inds],
+                        b_advantages[mb_inds],
+                        b_returns[mb_inds],
+                        clip_coef,
+                        args.norm_adv,
+                        args.clip_vloss,
+                        args.ent_coef,
+                        args.vf_coef,
                     )
                     update_stats.append(stats)
 
                     optimizer.zero_grad()
                     loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # [C11] global gradient clipping
+                    # [C11] global gradient clipping
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
 
-                approx_kl = stats["approx_kl"]  # X3 tests the last mini-batch's approx KL, not the logged mean
-                if args.target_kl is not None and approx_kl > args.target_kl:  # [X3] early stopping, off by default
+                # X3 tests the last mini-batch's approx KL, not the logged mean
+                approx_kl = stats["approx_kl"]
+                # [X3] early stopping, off by default
+                if args.target_kl is not None and approx_kl > args.target_kl:
                     break
 
             y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
@@ -592,7 +697,8 @@ def main(args: Args) -> None:
 
             # [C12] debug variables: the mean over all mini-batches and epochs of the update, as baselines logs them
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            for name in update_stats[0]:  # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
+            # value_loss, policy_loss, entropy, old_approx_kl, approx_kl, clipfrac
+            for name in update_stats[0]:
                 mean = torch.stack([stats[name] for stats in update_stats]).mean()
                 writer.add_scalar(f"losses/{name}", mean.item(), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -619,7 +725,8 @@ FREE_ON_RESUME = """total_timesteps target_return cuda compile track wandb_proje
 ENV_SETTINGS = ["env_id", "distribution_mode"]
 # the libraries whose versions args.json records, those the run imported: {module: distribution}
 LIBRARIES = dict(torch="torch", gymnasium="gymnasium", envpool="envpool", ale_py="ale-py", mujoco="mujoco")
-LIBRARIES |= dict(gym="gym", gym_microrts="gym-microrts", jpype="JPype1")  # Gym-μRTS and the gym it runs on
+# Gym-μRTS and the gym it runs on
+LIBRARIES |= dict(gym="gym", gym_microrts="gym-microrts", jpype="JPype1")
 
 
 class Run(contextlib.AbstractContextManager):

@@ -23,8 +23,10 @@ from collections import defaultdict
 from pathlib import Path
 
 # The functions that return a message rather than an error code.
-STRING_GETTERS = re.compile(r"^(cuda|cudnn|cusparse|nccl|nvrtc|cublas|cublasLt)Get(Error|Status)(String|Name)$"
-                            r"|^ncclGetLastError$")
+STRING_GETTERS = re.compile(
+    r"^(cuda|cudnn|cusparse|nccl|nvrtc|cublas|cublasLt)Get(Error|Status)(String|Name)$"
+    r"|^ncclGetLastError$"
+)
 # Unversioned functions of the CUDA libraries (versioned ones name their library in the version).
 CUDA_PREFIXES = re.compile(r"^(cu[A-Za-z]|nccl|nvshmem|nvrtc|curand)")
 
@@ -36,8 +38,9 @@ def readelf(*args):
 def main(site_packages):
     lib = Path(site_packages) / "torch" / "lib"
     have = {p.name for p in lib.iterdir()}
-    known = set(re.findall(r"^\s*(\S+) \(", subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout,
-                           re.M))
+    known = set(
+        re.findall(r"^\s*(\S+) \(", subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout, re.M)
+    )
     needed, versions, versioned, unversioned, defined = set(), defaultdict(set), defaultdict(set), set(), set()
     # what `import torch` loads: torch/_C and libtorch_global_deps.so, and torch's libraries they need, transitively
     # (libtorch_cuda_linalg.so, libcaffe2_nvrtc.so are only opened on use of CUDA)
@@ -52,7 +55,8 @@ def main(site_packages):
         needed |= wants
         todo += [lib / n for n in wants if n in have]
         file = None
-        for line in readelf("-V", str(elf)).splitlines():  # "Version needs": File: libX.so.N / Name: VERSION
+        # "Version needs": File: libX.so.N / Name: VERSION
+        for line in readelf("-V", str(elf)).splitlines():
             if m := re.search(r"File: (\S+)", line):
                 file = m.group(1)
             elif file and (m := re.search(r"Name: (\S+)", line)):
@@ -77,15 +81,42 @@ def main(site_packages):
             by_node = {v: sorted(versioned[v]) for v in nodes}
             symbols = sorted({s for v in nodes for s in versioned[v]} | set(loose))
             c, script = Path(tmp, "stub.c"), Path(tmp, "stub.map")
-            c.write_text("#define NO_CUDA \"CUDA is not available (a stand-in library for CI, .ci/cuda_stubs.py)\"\n"
-                         + "".join(f"const char *{s}(void) {{ return NO_CUDA; }}\n" if STRING_GETTERS.match(s)
-                                   else f"long {s}(void) {{ return 100; }}\n" for s in symbols))
+            c.write_text(
+                '#define NO_CUDA "CUDA is not available (a stand-in library for CI, .ci/cuda_stubs.py)"\n'
+                + "".join(
+                    f"const char *{s}(void) {{ return NO_CUDA; }}\n"
+                    if STRING_GETTERS.match(s)
+                    else f"long {s}(void) {{ return 100; }}\n"
+                    for s in symbols
+                )
+            )
             # each versioned function in the version torch asks for; the unversioned ones unversioned
-            script.write_text("".join(f"{v} {{ global: {' '.join(f'{s};' for s in by_node[v])} }};\n" if by_node[v]
-                                      else f"{v} {{ }};\n" for v in nodes) or "{ global: *; };\n")
-            subprocess.run(["cc", "-shared", "-fPIC", "-O0", "-w", "-fno-builtin", f"-Wl,-soname,{soname}",
-                            f"-Wl,--version-script,{script}", "-o", str(lib / soname), str(c)], check=True)
-            print(f"{soname}: stand-in with {len(symbols)} functions" + (f", version {' '.join(nodes)}" if nodes else ""))
+            script.write_text(
+                "".join(
+                    f"{v} {{ global: {' '.join(f'{s};' for s in by_node[v])} }};\n" if by_node[v] else f"{v} {{ }};\n"
+                    for v in nodes
+                )
+                or "{ global: *; };\n"
+            )
+            subprocess.run(
+                [
+                    "cc",
+                    "-shared",
+                    "-fPIC",
+                    "-O0",
+                    "-w",
+                    "-fno-builtin",
+                    f"-Wl,-soname,{soname}",
+                    f"-Wl,--version-script,{script}",
+                    "-o",
+                    str(lib / soname),
+                    str(c),
+                ],
+                check=True,
+            )
+            print(
+                f"{soname}: stand-in with {len(symbols)} functions" + (f", version {' '.join(nodes)}" if nodes else "")
+            )
     print(f"torch needs {len(needed)} libraries; {len(missing)} stood in, the rest in torch/lib or on the system")
 
 

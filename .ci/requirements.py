@@ -46,7 +46,8 @@ def project_requirements(extras):
 def main(args):
     if args == ["--constraints"]:
         cuda = sorted({name(r) for r in requires("torch") or [] if CUDA.match(r)})
-        lines = [f"torch=={version('torch')}"] + [f"{n}<0.dev0" for n in cuda]  # no release is older than 0.dev0
+        # no release is older than 0.dev0
+        lines = [f"torch=={version('torch')}"] + [f"{n}<0.dev0" for n in cuda]
     else:
         lines = [r for r in project_requirements(args) if name(r) != "torch"]
         lines += [r for r in requires("torch") or [] if "extra ==" not in r and not CUDA.match(r)]

@@ -76,7 +76,8 @@ def line_parts(source):
             text = "\n".join(lines[node.lineno - 1 : node.end_lineno])
             if isinstance(node, (ast.For, ast.If, ast.With, ast.While, ast.Try)):
                 text = lines[node.lineno - 1]
-        if batch is not None and batch.lineno < line <= batch.end_lineno:  # its body runs in the update
+        # its body runs in the update
+        if batch is not None and batch.lineno < line <= batch.end_lineno:
             parts[line] = "loss" if "ppo_loss(" in text else "forward" if "agent." in text else "update_other"
         elif line == loops["iteration"].lineno:  # the loop's own line: the next iteration
             parts[line] = "logging"
@@ -85,8 +86,14 @@ def line_parts(source):
         elif inside(loops["step"], line):
             parts[line] = "env" if "envs.step(" in text else "policy" if "agent." in text else "storage"
         elif inside(loops["epoch"], line):
-            for needle, part in [("backward(", "backward"), ("all_reduce", "all_reduce"), ("clip_grad_norm_", "clip"),
-                                 ("optimizer.step(", "adam"), ("ppo_loss(", "loss"), ("agent.", "forward")]:
+            for needle, part in [
+                ("backward(", "backward"),
+                ("all_reduce", "all_reduce"),
+                ("clip_grad_norm_", "clip"),
+                ("optimizer.step(", "adam"),
+                ("ppo_loss(", "loss"),
+                ("agent.", "forward"),
+            ]:
                 if needle in text:
                     parts[line] = part
                     break
@@ -109,8 +116,11 @@ def tally(raw_lines, script, parts):
         if not frames or not frames[0] or Path(frames[0][2]).name != script or frames[0][1] != "<module>":
             continue
         # a function's name as py-spy gives it: "minibatch_loss", or "main.<locals>.minibatch_loss" on Python 3.12
-        in_main = [f for f in frames[1:]
-                   if f and f[1].rpartition(".")[2] in ("main", "minibatch_loss") and Path(f[2]).name == script]
+        in_main = [
+            f
+            for f in frames[1:]
+            if f and f[1].rpartition(".")[2] in ("main", "minibatch_loss") and Path(f[2]).name == script
+        ]
         counts[parts.get(int(in_main[-1][3]), "start-up") if in_main else "start-up"] += int(count)
     return counts
 
@@ -120,9 +130,23 @@ def run(opts):
     with tempfile.TemporaryDirectory() as scratch:
         raw = Path(scratch) / "samples.raw"
         # --nonblocking: sampling without pausing the run (pausing it 200 times a second cost the CNN scripts 40%)
-        command = ["py-spy", "record", "--nonblocking", "--idle", "--full-filenames", "--format", "raw",
-                   "--rate", str(opts.rate), "--output", str(raw), "--", sys.executable, str(REPO / opts.script),
-                   *opts.args]
+        command = [
+            "py-spy",
+            "record",
+            "--nonblocking",
+            "--idle",
+            "--full-filenames",
+            "--format",
+            "raw",
+            "--rate",
+            str(opts.rate),
+            "--output",
+            str(raw),
+            "--",
+            sys.executable,
+            str(REPO / opts.script),
+            *opts.args,
+        ]
         result = subprocess.run(command, cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if result.returncode != 0 or not raw.exists():
             sys.exit(f"breakdown.py: error: the run failed: {result.stdout.strip().splitlines()[-1:]}")
@@ -134,13 +158,19 @@ def run(opts):
 
 
 def main():
-    parser = Parser(description=__doc__.split("\n\n")[0],
-                    usage="%(prog)s [--rate HZ] [--raw FILE | --tally FILE] SCRIPT [ARGS ...]")
-    parser.add_argument("--rate", type=int, default=200,
-                        help="samples per second (with --tally: the rate they were taken at)")
+    parser = Parser(
+        description=__doc__.split("\n\n")[0], usage="%(prog)s [--rate HZ] [--raw FILE | --tally FILE] SCRIPT [ARGS ...]"
+    )
+    parser.add_argument(
+        "--rate", type=int, default=200, help="samples per second (with --tally: the rate they were taken at)"
+    )
     parser.add_argument("--raw", type=Path, help="also keep py-spy's raw samples in this file")
-    parser.add_argument("--tally", type=Path, help="count the samples of an earlier --raw file (or its .gz) instead "
-                        "of running the script (its arguments are then not needed)")
+    parser.add_argument(
+        "--tally",
+        type=Path,
+        help="count the samples of an earlier --raw file (or its .gz) instead "
+        "of running the script (its arguments are then not needed)",
+    )
     parser.add_argument("script", help="a ppo*.py of the repo, or the path of a copy")
     parser.add_argument("args", nargs="...", help="its arguments")
     opts = parser.parse_args()
@@ -156,11 +186,14 @@ def main():
         parser.error("py-spy is not installed: pip install py-spy")
     else:
         samples, sps = run(opts)
-    counts = tally(samples, Path(opts.script).name, parts)  # py-spy's frames name the file as run: a path works
+    # py-spy's frames name the file as run: a path works
+    counts = tally(samples, Path(opts.script).name, parts)
     loop = sum(counts[name] for name in LOOP)
     source = f"{opts.tally}, samples of {opts.script}" if opts.tally else f"python {opts.script} {' '.join(opts.args)}"
-    print(f"# {source}: {sum(counts.values()) / opts.rate:.1f} s sampled, "
-          f"last SPS {sps[-1] if sps else '?'} (py-spy at {opts.rate} Hz)")
+    print(
+        f"# {source}: {sum(counts.values()) / opts.rate:.1f} s sampled, "
+        f"last SPS {sps[-1] if sps else '?'} (py-spy at {opts.rate} Hz)"
+    )
     print("| part | s | share of the loop |")
     print("| --- | --- | --- |")
     for name, label in PARTS:

@@ -58,8 +58,13 @@ def time_agent(module, layout, shape, actions, batch, envs, repeats):
 
 def main(argv=None):
     parser = Parser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scripts", nargs="+", default=["ppo_atari.py", "ppo_procgen.py"], choices=sorted(SHAPES),
-                        help="scripts whose Agent is timed")
+    parser.add_argument(
+        "--scripts",
+        nargs="+",
+        default=["ppo_atari.py", "ppo_procgen.py"],
+        choices=sorted(SHAPES),
+        help="scripts whose Agent is timed",
+    )
     parser.add_argument("--repeats", type=int, default=10, help="timings per layout (the median counts)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
@@ -74,13 +79,17 @@ def main(argv=None):
         module = load_script(script)
         shape, actions, batch, envs = SHAPES[script]
         results = {}
-        for layout in ("NCHW", "channels_last", "NCHW", "channels_last"):  # alternate; the second pair counts
+        # alternate; the second pair counts
+        for layout in ("NCHW", "channels_last", "NCHW", "channels_last"):
             results[layout] = time_agent(module, layout, shape, actions, batch, envs, args.repeats)
         for layout, (train, step) in results.items():
             print(f"| {script} | {layout} | {batch} | {train:.0f} | {envs} | {step:.1f} |", flush=True)
         speedup = results["NCHW"][0] / results["channels_last"][0]
-        print(f"| {script} | NCHW / channels_last | | {speedup:.2f}x | | "
-              f"{results['NCHW'][1] / results['channels_last'][1]:.2f}x |", flush=True)
+        print(
+            f"| {script} | NCHW / channels_last | | {speedup:.2f}x | | "
+            f"{results['NCHW'][1] / results['channels_last'][1]:.2f}x |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

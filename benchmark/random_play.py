@@ -43,7 +43,8 @@ def random_play(env_id, num_envs, episodes_per_env, seed):
     envs.reset()
     episode_return, episode_length = np.zeros(num_envs), np.zeros(num_envs, dtype=np.int64)
     returns, lengths = [[] for _ in range(num_envs)], [[] for _ in range(num_envs)]
-    resetting = np.zeros(num_envs, dtype=bool)  # True for an env whose next step is envpool's reset step
+    # True for an env whose next step is envpool's reset step
+    resetting = np.zeros(num_envs, dtype=bool)
     while min(map(len, returns)) < episodes_per_env:
         if hasattr(envs.action_space, "n"):  # Discrete: one draw for all envs
             actions = rng.integers(envs.action_space.n, size=num_envs)
@@ -104,11 +105,13 @@ def random_play_mujoco(env_id, num_envs, episodes_per_env, seed):
     import gymnasium as gym
     import mujoco
 
-    mujoco.set_mju_user_warning(lambda text: None)  # HalfCheetah's settotalmass warning (as ppo_continuous_action.py)
+    # HalfCheetah's settotalmass warning (as ppo_continuous_action.py)
+    mujoco.set_mju_user_warning(lambda text: None)
     returns, lengths = [], []
     for i in range(num_envs):
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # gymnasium's advice to move from -v4 to -v5
+            # gymnasium's advice to move from -v4 to -v5
+            warnings.simplefilter("ignore", DeprecationWarning)
             env = gym.make(env_id)
         env.reset(seed=seed + i)
         env.action_space.seed(seed + i)
@@ -126,8 +129,12 @@ def random_play_mujoco(env_id, num_envs, episodes_per_env, seed):
 
 def main(argv=None):
     parser = Parser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env-id", nargs="+", required=True,
-                        help="envpool ids (StarpilotEasy-v0, Breakout-v5), *NoFrameskip-v4 ids or gymnasium MuJoCo ids")
+    parser.add_argument(
+        "--env-id",
+        nargs="+",
+        required=True,
+        help="envpool ids (StarpilotEasy-v0, Breakout-v5), *NoFrameskip-v4 ids or gymnasium MuJoCo ids",
+    )
     parser.add_argument("--num-envs", type=int, default=100, help="envs played in parallel (each counts equally)")
     parser.add_argument("--episodes-per-env", type=int, default=3, help="whole episodes each env plays")
     parser.add_argument("--seed", type=int, default=1, help="seed of the envs and of the random actions")
@@ -143,32 +150,44 @@ def main(argv=None):
             parser.error("needs envpool for envpool ids: pip install envpool")
         for env_id in envpool_ids:
             if env_id not in envpool.list_all_envs():
-                parser.error(f"--env-id {env_id}: neither an envpool id (see envpool.list_all_envs()), an Atari "
-                             f"*NoFrameskip-v4 id nor a gymnasium MuJoCo id")
+                parser.error(
+                    f"--env-id {env_id}: neither an envpool id (see envpool.list_all_envs()), an Atari "
+                    f"*NoFrameskip-v4 id nor a gymnasium MuJoCo id"
+                )
             try:
                 envpool.make_spec(env_id)
-            except ImportError as e:  # procgen's library loads the Qt 5 runtime: missing on a bare Linux
+            # procgen's library loads the Qt 5 runtime: missing on a bare Linux
+            except ImportError as e:
                 hint = ""
                 if "qt" in str(e).lower() or re.search(r"(Easy|Hard)-v\d+$", env_id):
                     hint = "; envpool's procgen games need the Qt 5 runtime on Linux: apt install libqt5gui5"
-                parser.error(f"--env-id {env_id}: envpool cannot load it ({str(e).splitlines()[0] if str(e) else e!r})"
-                             f"{hint}")
+                parser.error(
+                    f"--env-id {env_id}: envpool cannot load it ({str(e).splitlines()[0] if str(e) else e!r}){hint}"
+                )
     if args.markdown:
-        print(f"\n## Random play\n\nUniformly random actions (envpool ids: envpool's default options; *NoFrameskip-v4 "
-              f"ids: ppo_atari.py's wrappers; MuJoCo ids: gymnasium's envs), seed {args.seed}: {args.num_envs} envs x "
-              f"their first {args.episodes_per_env} whole episodes (`python benchmark/random_play.py`).\n")
+        print(
+            f"\n## Random play\n\nUniformly random actions (envpool ids: envpool's default options; *NoFrameskip-v4 "
+            f"ids: ppo_atari.py's wrappers; MuJoCo ids: gymnasium's envs), seed {args.seed}: {args.num_envs} envs x "
+            f"their first {args.episodes_per_env} whole episodes (`python benchmark/random_play.py`).\n"
+        )
         print("| env | episodes | return (mean ± population std) | min | max | mean length |")
         print("| --- | --- | --- | --- | --- | --- |")
     for env_id in args.env_id:
         start = time.time()
         returns, lengths = random_play(env_id, args.num_envs, args.episodes_per_env, args.seed)
         if args.markdown:
-            print(f"| {env_id} | {len(returns)} | {returns.mean():.2f} ± {returns.std():.2f} | {returns.min():g} | "
-                  f"{returns.max():g} | {lengths.mean():.1f} |", flush=True)
+            print(
+                f"| {env_id} | {len(returns)} | {returns.mean():.2f} ± {returns.std():.2f} | {returns.min():g} | "
+                f"{returns.max():g} | {lengths.mean():.1f} |",
+                flush=True,
+            )
         else:
-            print(f"{env_id}: random play {returns.mean():.2f} ± {returns.std():.2f} (min {returns.min():g}, max "
-                  f"{returns.max():g}) over {len(returns)} episodes ({args.num_envs} envs x {args.episodes_per_env}, "
-                  f"seed {args.seed}), mean length {lengths.mean():.1f}, {time.time() - start:.0f} s", flush=True)
+            print(
+                f"{env_id}: random play {returns.mean():.2f} ± {returns.std():.2f} (min {returns.min():g}, max "
+                f"{returns.max():g}) over {len(returns)} episodes ({args.num_envs} envs x {args.episodes_per_env}, "
+                f"seed {args.seed}), mean length {lengths.mean():.1f}, {time.time() - start:.0f} s",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

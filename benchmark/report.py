@@ -57,7 +57,8 @@ import numpy as np
 from common import Parser, safe
 
 HERE = Path(__file__).resolve().parent
-CURVE_POINTS = 200  # points of the common step grid the seeds' learning curves are interpolated onto
+# points of the common step grid the seeds' learning curves are interpolated onto
+CURVE_POINTS = 200
 # scripts whose charts/episodic_return holds only some of a run's games (only rank 0 logs): their plot lines and
 # threshold rows say so
 SOME_GAMES = {"ppo_atari_multigpu.py": "rank 0's games only"}
@@ -76,7 +77,8 @@ def read_run(path, name):
     hyperparameters text they log; all values as text, as they were logged."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    acc = EventAccumulator(str(path), size_guidance={"scalars": 0, "tensors": 0})  # 0: keep every point
+    # 0: keep every point
+    acc = EventAccumulator(str(path), size_guidance={"scalars": 0, "tensors": 0})
     acc.Reload()
     tags = acc.Tags()
     scalars = {}
@@ -89,12 +91,14 @@ def read_run(path, name):
         versions = params.pop("versions", None)
         params = {key: str(value) for key, value in params.items()}
     except (OSError, ValueError, AttributeError):
-        for tag in tags.get("tensors", []):  # the scripts log their arguments as a Markdown table "|key|value|"
+        # the scripts log their arguments as a Markdown table "|key|value|"
+        for tag in tags.get("tensors", []):
             if tag.startswith("hyperparameters"):
                 text = acc.Tensors(tag)[0].tensor_proto.string_val[0].decode()
                 rows = re.findall(r"^\|([^|]+)\|([^|]*)\|$", text, flags=re.M)
                 params = {key: value for key, value in rows if (key, value) not in (("param", "value"), ("-", "-"))}
-        versions = params.pop("versions", None)  # there as text: "{'python': '3.11.7', 'torch': ...}"
+        # there as text: "{'python': '3.11.7', 'torch': ...}"
+        versions = params.pop("versions", None)
     parts = name.split("__")
     stamp = parts[-1].split("-")[0]  # a second run in the same second: 1700000000-2
     name_ok = len(parts) >= 4 and stamp.isdigit()
@@ -122,10 +126,12 @@ def read_run(path, name):
         "wall_start": float(walls.min()) if len(walls) else math.nan,
         "wall_end": float(walls.max()) if len(walls) else math.nan,
         "spans": spans,  # per process (events file): the first and last wall time of its scalars
-        "target_reached": any(tag.startswith("target_reached") for tag in tags.get("tensors", [])),  # --target-return
+        # --target-return
+        "target_reached": any(tag.startswith("target_reached") for tag in tags.get("tensors", [])),
         "versions": library_versions(versions),
     }
-    run["script"] = params.pop("script", f"{run['exp_name']}.py")  # runs without args.json: exp_name is the script's
+    # runs without args.json: exp_name is the script's
+    run["script"] = params.pop("script", f"{run['exp_name']}.py")
     # the settings that make the arm: all but the seed (the env id, which the table shows by itself, and the checkpoint
     # that the run's last part continued from)
     run["settings"] = {k: v for k, v in params.items() if k not in ("seed", "env_id", "resume")}
@@ -141,8 +147,11 @@ def process_spans(path):
 
     spans = []
     for file in sorted(Path(path).glob("events.out.tfevents.*")):
-        times = [event.wall_time for event in EventFileLoader(str(file)).Load()
-                 if any(value.metadata.plugin_data.plugin_name == "scalars" for value in event.summary.value)]
+        times = [
+            event.wall_time
+            for event in EventFileLoader(str(file)).Load()
+            if any(value.metadata.plugin_data.plugin_name == "scalars" for value in event.summary.value)
+        ]
         if times:
             spans.append((min(times), max(times)))
     return spans
@@ -183,13 +192,21 @@ def libraries(runs):
     for run in sorted(runs, key=lambda r: r["name"]):
         versions = run["versions"]
         sets.setdefault(versions and tuple(sorted(versions.items())), (versions, []))[1].append(run["name"])
-    named = [(", ".join(f"{k} {v}" for k, v in versions.items()) if versions else "not recorded", names)
-             for versions, names in sorted(sets.values(), key=lambda x: (x[0] is None, -len(x[1])))]
+    named = [
+        (", ".join(f"{k} {v}" for k, v in versions.items()) if versions else "not recorded", names)
+        for versions, names in sorted(sets.values(), key=lambda x: (x[0] is None, -len(x[1])))
+    ]
     if len(named) < 2:
         return ["", f"Libraries: {named[0][0]}."] if named else []
-    return ["", f"Libraries: mixed, {len(named)} sets: " + "; ".join(
-        f"{text} ({len(names)} run{'s' * (len(names) > 1)}: {', '.join(f'`{name}`' for name in names)})"
-        for text, names in named) + "."]
+    return [
+        "",
+        f"Libraries: mixed, {len(named)} sets: "
+        + "; ".join(
+            f"{text} ({len(names)} run{'s' * (len(names) > 1)}: {', '.join(f'`{name}`' for name in names)})"
+            for text, names in named
+        )
+        + ".",
+    ]
 
 
 def summarize_run(run, last):
@@ -224,8 +241,11 @@ def read_sweep(folders):
                 words = state.get("words") or shlex.split(state["command"])
                 ident = (tuple(words), state["env_id"], int(state["seed"]))
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-                print(f"report.py: warning: skip {path}: not a state file of benchmark/run.py "
-                      f"({type(e).__name__}: {str(e)[:80]})", file=sys.stderr)
+                print(
+                    f"report.py: warning: skip {path}: not a state file of benchmark/run.py "
+                    f"({type(e).__name__}: {str(e)[:80]})",
+                    file=sys.stderr,
+                )
                 continue
             state["file"] = path
             attempts.setdefault(ident, []).append(state)
@@ -242,8 +262,12 @@ def read_sweep(folders):
 
 def recorded_runs(sweep):
     """{run folder: the state of the attempt that recorded it} over every attempt of the sweep's runs."""
-    return {name: attempt for state in sweep.values() for attempt in state["attempts"]
-            for name in attempt.get("run_names", [])}
+    return {
+        name: attempt
+        for state in sweep.values()
+        for attempt in state["attempts"]
+        for name in attempt.get("run_names", [])
+    }
 
 
 def arm_key(run):
@@ -333,8 +357,9 @@ def reference_arms(keys, labels):
             continue
         defaults, settings = script_defaults(script), dict(settings)
         shown = [part.split("=", 1)[0] for part in labels[arm].split(" ")[1:]]
-        if defaults and all(k == "total_timesteps" or (k in defaults and same_value(settings.get(k), defaults[k]))
-                            for k in shown):
+        if defaults and all(
+            k == "total_timesteps" or (k in defaults and same_value(settings.get(k), defaults[k])) for k in shown
+        ):
             chosen.add((env_id, arm))
     return chosen
 
@@ -361,15 +386,17 @@ def env_matches(ref_env, env_id):
 def reference_cell(rows, script, env_id, steps, source):
     """The reference figure of one source for this group, e.g. '492.40 ± 13.05', with '@10M' when the reference was
     measured at another step count; '' when there is none."""
-    rows = [r for r in rows
-            if r["script"] == script and r["source"] == source and env_matches(r["env"], env_id)]
+    rows = [r for r in rows if r["script"] == script and r["source"] == source and env_matches(r["env"], env_id)]
     rows.sort(key=lambda r: int(r["steps"]) != steps)  # the same budget first
     if not rows:
         return ""
     r = rows[0]
     if source == "here":
-        cell = ", ".join(x for x in (r["return_mean"], r["sps"] and f"{r['sps']} SPS",
-                                     r["wall_s"] and fmt_wall(float(r["wall_s"]))) if x)
+        cell = ", ".join(
+            x
+            for x in (r["return_mean"], r["sps"] and f"{r['sps']} SPS", r["wall_s"] and fmt_wall(float(r["wall_s"])))
+            if x
+        )
     else:
         cell = r["return_mean"] + (f" ± {r['return_std']}" if r["return_std"] else "")
     if int(r["steps"]) != steps:
@@ -467,12 +494,15 @@ def aggregate(table, baseline, reps):
         scores[label] = np.stack(columns, axis=1)  # (runs, tasks)
     random_state = np.random.RandomState(0)  # rliable's interface: the same report every time
     pairs = {label: (scores[label], scores[baseline]) for label in labels[1:]}
-    with warnings.catch_warnings():  # arch's notice that random_state will go; rliable 1.2 still passes it
+    # arch's notice that random_state will go; rliable 1.2 still passes it
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        iqm, iqm_ci = rly.get_interval_estimates(scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps,
-                                                 random_state=random_state)
-        poi, poi_ci = rly.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=reps,
-                                                 random_state=random_state)
+        iqm, iqm_ci = rly.get_interval_estimates(
+            scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps, random_state=random_state
+        )
+        poi, poi_ci = rly.get_interval_estimates(
+            pairs, metrics.probability_of_improvement, reps=reps, random_state=random_state
+        )
     rows = []
     for label in labels:
         improve = (float(np.squeeze(poi[label])), tuple(np.ravel(poi_ci[label]))) if label in poi else (None, None)
@@ -481,8 +511,8 @@ def aggregate(table, baseline, reps):
 
 
 def plot_env(env_id, arms, path, last, ddof):
-    """One PNG per env: for each arm (label, steps, runs), the mean over seeds of the smoothed return and a band of ± 1 std,
-    the seeds interpolated onto a common step grid (where all seeds have episodes)."""
+    """One PNG per env: for each arm (label, steps, runs), the mean over seeds of the smoothed return and a band of ± 1
+    std, the seeds interpolated onto a common step grid (where all seeds have episodes)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -501,7 +531,7 @@ def plot_env(env_id, arms, path, last, ddof):
         ys = np.array([np.interp(grid, s, r) for s, r in curves])  # (seeds, points)
         mean = ys.mean(axis=0)
         name = f"{label} ({fmt_steps(steps)}, {len(curves)} seed{'s' * (len(curves) > 1)})"
-        line, = ax.plot(grid, mean, label=textwrap.fill(name, 70))
+        (line,) = ax.plot(grid, mean, label=textwrap.fill(name, 70))
         if len(curves) > 1:
             std = ys.std(axis=0, ddof=ddof)
             ax.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -511,7 +541,8 @@ def plot_env(env_id, arms, path, last, ddof):
     ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))  # 500k, 1M
     ax.set_ylabel(f"episodic return (mean of last {last} episodes)")
     ax.grid(alpha=0.3)
-    if drawn:  # under the axes: an arm's label can be long (its differing settings), and must not cover the curves
+    # under the axes: an arm's label can be long (its differing settings), and must not cover the curves
+    if drawn:
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")  # the figure grows to hold the legend
@@ -534,7 +565,7 @@ def plot_runs(runs, labels, path, last, thresholds):
         times = episode_times(run) / (3600 if hours else 60)
         arm = labels.get(id(run), run["script"])
         label = f"{run['env_id']} seed {run['seed']}: {arm}{some_games(run)}{unfinished(run)}"
-        line, = by_steps.plot(steps, curve, linewidth=1, label=label)
+        (line,) = by_steps.plot(steps, curve, linewidth=1, label=label)
         by_time.plot(times, curve, linewidth=1, color=line.get_color())
     for ax in (by_steps, by_time):
         for threshold in thresholds:
@@ -572,27 +603,35 @@ def threshold_lines(runs, labels, args, image_link):
     """The section of --thresholds: per run the step and training time to each threshold, its training time, parts
     and median SPS; the plot of every run against steps and training time."""
     names = [f"{threshold:g}" for threshold in args.thresholds]
-    lines = ["", "## Time to thresholds", "",
-             f"Per run: the agent step (as logged with charts/episodic_return) and the training time at the end of the "
-             f"first episode where the mean of its last {args.last} episodic returns reached {', '.join(names)} (— "
-             f"where it never did). Training time: the wall-clock while the run's processes ran, each from the first "
-             f"to the last scalar it logged (each process writes its own events file: a run stopped and continued with "
-             f"--resume has one per part), the pauses between them left out; a process's start-up and first "
-             f"iteration, before its first scalar, are not counted. Parts: its processes, and the pauses between them. "
-             f"SPS: the median of its charts/SPS (each process's env steps per second since it started).", "",
-             "| run | arm | seed | " + " | ".join(f"step to {n} | time to {n}" for n in names) +
-             " | training time | parts (pauses) | SPS (median) |",
-             "| --- " * (6 + 2 * len(names)) + "|"]
+    lines = [
+        "",
+        "## Time to thresholds",
+        "",
+        f"Per run: the agent step (as logged with charts/episodic_return) and the training time at the end of the "
+        f"first episode where the mean of its last {args.last} episodic returns reached {', '.join(names)} (— "
+        f"where it never did). Training time: the wall-clock while the run's processes ran, each from the first "
+        f"to the last scalar it logged (each process writes its own events file: a run stopped and continued with "
+        f"--resume has one per part), the pauses between them left out; a process's start-up and first "
+        f"iteration, before its first scalar, are not counted. Parts: its processes, and the pauses between them. "
+        f"SPS: the median of its charts/SPS (each process's env steps per second since it started).",
+        "",
+        "| run | arm | seed | "
+        + " | ".join(f"step to {n} | time to {n}" for n in names)
+        + " | training time | parts (pauses) | SPS (median) |",
+        "| --- " * (6 + 2 * len(names)) + "|",
+    ]
     for run in runs:
         reached = first_reaching(run, args.last, args.thresholds)
         cells = [f"{hit[0]:,} | {fmt_hms(hit[1])}" if hit else "— | —" for hit in reached]
         spans = run["spans"]
         paused = (max(b for _, b in spans) - min(a for a, _ in spans) - run["summary"]["wall"]) if spans else math.nan
-        lines.append(f"| {run['name']}{unfinished(run)} | {labels.get(id(run), run['script'])}{some_games(run)} "
-                     f"| {run['seed']} | " +
-                     " | ".join(cells) +
-                     f" | {fmt_hms(run['summary']['wall'])} | {len(spans)} ({fmt_hms(paused)}) "
-                     f"| {fmt_num(run['summary']['sps_median'], 0)} |")
+        lines.append(
+            f"| {run['name']}{unfinished(run)} | {labels.get(id(run), run['script'])}{some_games(run)} "
+            f"| {run['seed']} | "
+            + " | ".join(cells)
+            + f" | {fmt_hms(run['summary']['wall'])} | {len(spans)} ({fmt_hms(paused)}) "
+            f"| {fmt_num(run['summary']['sps_median'], 0)} |"
+        )
     if image_link:
         lines += ["", f"![return against agent steps and training time]({image_link})"]
     return lines
@@ -603,29 +642,41 @@ def window_lines(runs, labels, window):
     steps, and how many there were, so that runs of one env compare at the same steps."""
     count = max(run["last_step"] for run in runs) // window + 1
     names = [f"{fmt_steps(i * window)}-{fmt_steps((i + 1) * window)}" for i in range(count)]
-    lines = ["", f"## Return per {fmt_steps(window)} agent steps", "",
-             f"Per run: the mean return of the episodes that ended in each window of {window:,} agent steps (as logged "
-             f"with charts/episodic_return), and how many (— where none did).", "",
-             "| run | arm | seed | " + " | ".join(names) + " |", "| --- " * (3 + count) + "|"]
+    lines = [
+        "",
+        f"## Return per {fmt_steps(window)} agent steps",
+        "",
+        f"Per run: the mean return of the episodes that ended in each window of {window:,} agent steps (as logged "
+        f"with charts/episodic_return), and how many (— where none did).",
+        "",
+        "| run | arm | seed | " + " | ".join(names) + " |",
+        "| --- " * (3 + count) + "|",
+    ]
     for run in runs:
         steps, returns, _ = run["scalars"].get("charts/episodic_return", (np.array([]),) * 3)
         games = [returns[(steps >= i * window) & (steps < (i + 1) * window)] for i in range(count)]
-        lines.append(f"| {run['name']}{unfinished(run)} | {labels.get(id(run), run['script'])}{some_games(run)} "
-                     f"| {run['seed']} | " + " | ".join(f"{g.mean():.2f} ({len(g)})" if len(g) else "—" for g in games)
-                     + " |")
+        lines.append(
+            f"| {run['name']}{unfinished(run)} | {labels.get(id(run), run['script'])}{some_games(run)} "
+            f"| {run['seed']} | " + " | ".join(f"{g.mean():.2f} ({len(g)})" if len(g) else "—" for g in games) + " |"
+        )
     return lines
 
 
 def machine_lines(runs, by_name):
     """The section of --sweep: per run its command, start and machine as benchmark/run.py recorded them."""
-    lines = ["", "## Commands and machines", "",
-             "Per run, from its state file of benchmark/run.py: the command (a part after a stop added `--resume` "
-             "with its checkpoint), when it logged its first scalar, the machine's CPU model and cores, the threads "
-             "the run had (OMP_NUM_THREADS), and the machine's 1-minute load average while it ran: mean and max of "
-             "samples taken every --status-every seconds (60 by default) and at its end, over all its parts (a load "
-             "near the core count: the machine was busy). \"not recorded\": a run made before run.py recorded it.",
-             "", "| run | started (UTC) | command | CPU | cores | threads | load, 1 min: mean / max (samples) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "",
+        "## Commands and machines",
+        "",
+        "Per run, from its state file of benchmark/run.py: the command (a part after a stop added `--resume` "
+        "with its checkpoint), when it logged its first scalar, the machine's CPU model and cores, the threads "
+        "the run had (OMP_NUM_THREADS), and the machine's 1-minute load average while it ran: mean and max of "
+        "samples taken every --status-every seconds (60 by default) and at its end, over all its parts (a load "
+        'near the core count: the machine was busy). "not recorded": a run made before run.py recorded it.',
+        "",
+        "| run | started (UTC) | command | CPU | cores | threads | load, 1 min: mean / max (samples) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for run in runs:
         state = by_name.get(run["name"], {})
         command = "not recorded"
@@ -636,9 +687,11 @@ def machine_lines(runs, by_name):
         started = "—"
         if not math.isnan(run["wall_start"]):
             started = time.strftime("%Y-%m-%d %H:%M", time.gmtime(run["wall_start"]))
-        lines.append(f"| {run['name']} | {started} | `{command.replace('|', '/')}` "
-                     f"| {state.get('cpu_model') or 'not recorded'} | {state.get('cores') or 'not recorded'} "
-                     f"| {state.get('threads') or 'not recorded'} | {load} |")
+        lines.append(
+            f"| {run['name']} | {started} | `{command.replace('|', '/')}` "
+            f"| {state.get('cpu_model') or 'not recorded'} | {state.get('cores') or 'not recorded'} "
+            f"| {state.get('threads') or 'not recorded'} | {load} |"
+        )
     return lines
 
 
@@ -648,6 +701,7 @@ class Report:
     def __init__(self, groups, left_out, sweep, runs):
         labels = arm_labels(list(groups))
         refs = reference_arms(list(groups), labels)
+
         def order_key(key):  # by env; the reference arm first, at the script's default steps first
             env_id, (script, settings) = key
             steps = dict(settings)["total_timesteps"]
@@ -656,8 +710,10 @@ class Report:
 
         order = sorted(groups, key=order_key)
         self.groups = [(key, labels[key[1]], key in refs, groups[key]) for key in order]
-        self.shown = [run for *_, runs in self.groups for run in runs]  # the runs of the table, in its order
-        self.labels = {id(run): label for _, label, _, runs in self.groups for run in runs}  # each run's arm
+        # the runs of the table, in its order
+        self.shown = [run for *_, runs in self.groups for run in runs]
+        # each run's arm
+        self.labels = {id(run): label for _, label, _, runs in self.groups for run in runs}
         self.left_out = left_out
         self.sweep = sweep or {}
         self.by_name = recorded_runs(self.sweep)
@@ -718,7 +774,7 @@ def render(report, ref_rows, args, image_links, runs_link=None):
         "left out), mean over seeds. An arm is a script with its settings: its label names "
         "the settings in which it differs from the other arms of that script. Reference figures from "
         "`benchmark/reference.csv`, for the arm with the script's default settings (`@` marks another step count); "
-        "\"CleanRL here\" is CleanRL measured on this machine kind. Seeds \"2 of 3\": the sweep asked for 3.",
+        '"CleanRL here" is CleanRL measured on this machine kind. Seeds "2 of 3": the sweep asked for 3.',
         "",
         f"| env | arm | steps | seeds | return, last {args.last} ep. (mean ± {std_name}) | SPS | wall "
         "| published (CleanRL docs) | baselines ppo2 (blog) | CleanRL here |",
@@ -736,12 +792,17 @@ def render(report, ref_rows, args, image_links, runs_link=None):
         fewer = ""
         if averaged[0] < args.last:
             fewer = f" (last {averaged[0]}{'' if len(averaged) == 1 else f'–{averaged[-1]}'} ep.)"
-        refs = [(reference_cell(ref_rows, script, env_id, steps, source) if is_ref else "") or "—"
-                for source in ("published", "baselines", "here")]
-        stopped = [f"seed {r['seed']} at {r['last_step']:,}" for r in runs if r["target_reached"]]  # --target-return
+        refs = [
+            (reference_cell(ref_rows, script, env_id, steps, source) if is_ref else "") or "—"
+            for source in ("published", "baselines", "here")
+        ]
+        # --target-return
+        stopped = [f"seed {r['seed']} at {r['last_step']:,}" for r in runs if r["target_reached"]]
         cell = fmt_steps(steps) + (f", stopped at the target: {'; '.join(stopped)}" if stopped else "")
-        lines.append(f"| {env_id} | {label} | {cell} | {count} ({','.join(map(str, seeds))}) "
-                     f"| {fmt_mean_std(*ret)}{fewer} | {fmt_num(sps, 0)} | {fmt_wall(wall)} | " + " | ".join(refs) + " |")
+        lines.append(
+            f"| {env_id} | {label} | {cell} | {count} ({','.join(map(str, seeds))}) "
+            f"| {fmt_mean_std(*ret)}{fewer} | {fmt_num(sps, 0)} | {fmt_wall(wall)} | " + " | ".join(refs) + " |"
+        )
     if not report.groups:
         lines.append("| (no complete run) | | | | | | | | | |")
 
@@ -750,21 +811,29 @@ def render(report, ref_rows, args, image_links, runs_link=None):
         envs.setdefault(env_id, []).append((label, is_ref, runs))
     compared = {env_id: arms for env_id, arms in envs.items() if len(arms) > 1}
     if compared:
-        lines += ["", "## Comparisons", "",
-                  f"Per env, each arm against the first one listed (the arm with the reference settings where there "
-                  f"is one): the difference of mean returns (arm minus first) and its 95% confidence interval, a "
-                  f"percentile bootstrap over seeds (each arm's per-run returns resampled with replacement, "
-                  f"{args.reps} times, seed 0). A CI that includes 0: this sweep cannot tell the two arms apart. With "
-                  f"few seeds the bootstrap is too narrow (it sees only the seeds there are: with 3 seeds, at most 10 "
-                  f"distinct resamples per arm, and a spread about 0.8 of the seeds'), so a CI that excludes 0 with "
-                  f"fewer than 5 seeds per arm is a hint to run more seeds, not a result."]
+        lines += [
+            "",
+            "## Comparisons",
+            "",
+            f"Per env, each arm against the first one listed (the arm with the reference settings where there "
+            f"is one): the difference of mean returns (arm minus first) and its 95% confidence interval, a "
+            f"percentile bootstrap over seeds (each arm's per-run returns resampled with replacement, "
+            f"{args.reps} times, seed 0). A CI that includes 0: this sweep cannot tell the two arms apart. With "
+            f"few seeds the bootstrap is too narrow (it sees only the seeds there are: with 3 seeds, at most 10 "
+            f"distinct resamples per arm, and a spread about 0.8 of the seeds'), so a CI that excludes 0 with "
+            f"fewer than 5 seeds per arm is a hint to run more seeds, not a result.",
+        ]
         for env_id, arms in compared.items():
             base_label, _, base_runs = arms[0]
             base = [r["summary"]["return"] for r in base_runs]
-            lines += ["", f"### {env_id}", "",
-                      f"| arm | seeds | return (mean ± {std_name}) | difference to `{base_label}` [95% CI] | says |",
-                      "| --- | --- | --- | --- | --- |",
-                      f"| {base_label} | {len(base)} | {fmt_mean_std(*mean_std(base, ddof))} | (first arm) | |"]
+            lines += [
+                "",
+                f"### {env_id}",
+                "",
+                f"| arm | seeds | return (mean ± {std_name}) | difference to `{base_label}` [95% CI] | says |",
+                "| --- | --- | --- | --- | --- |",
+                f"| {base_label} | {len(base)} | {fmt_mean_std(*mean_std(base, ddof))} | (first arm) | |",
+            ]
             for label, _, runs in arms[1:]:
                 values = [r["summary"]["return"] for r in runs]
                 diff, lo, hi = bootstrap_diff_ci(base, values, args.reps)
@@ -772,11 +841,15 @@ def render(report, ref_rows, args, image_links, runs_link=None):
                 if min(len(base), len(values)) < 2:
                     says = "cannot tell: one seed"
                 elif lo <= 0 <= hi:
-                    says = f"cannot tell: the CI includes 0{f' ({min(len(base), len(values))} seeds are too few)' if few else ''}"
+                    says = "cannot tell: the CI includes 0"
+                    if few:
+                        says += f" ({min(len(base), len(values))} seeds are too few)"
                 else:
                     says = f"{'higher' if diff > 0 else 'lower'}{': a hint only, too few seeds' if few else ''}"
-                lines.append(f"| {label} | {len(values)} | {fmt_mean_std(*mean_std(values, ddof))} "
-                             f"| {fmt_ci(diff, lo, hi)} | {says} |")
+                lines.append(
+                    f"| {label} | {len(values)} | {fmt_mean_std(*mean_std(values, ddof))} "
+                    f"| {fmt_ci(diff, lo, hi)} | {says} |"
+                )
         table, firsts = {}, {}
         for env_id, arms in envs.items():
             table[env_id] = {label: [r["summary"]["return"] for r in runs] for label, _, runs in arms}
@@ -785,12 +858,16 @@ def render(report, ref_rows, args, image_links, runs_link=None):
         rows, note = aggregate(table, baseline, args.rliable_reps)
         if rows:
             lines += ["", "## Over all envs (rliable)", ""]
-            lines += [f"Interquartile mean (IQM) of the returns min-max normalized per env (over the runs compared: 0 "
-                      f"= the worst run, 1 = the best) and the probability that an arm's run beats a run of "
-                      f"`{baseline}` in the same env (averaged over {len(table)} env(s)), with 95% stratified bootstrap "
-                      f"CIs ({args.rliable_reps} resamples, rliable). A probability whose CI includes 0.5: cannot tell"
-                      f"{'; ' + note if note else ''}.", "",
-                      f"| arm | IQM [95% CI] | P(improves on `{baseline}`) [95% CI] |", "| --- | --- | --- |"]
+            lines += [
+                f"Interquartile mean (IQM) of the returns min-max normalized per env (over the runs compared: 0 "
+                f"= the worst run, 1 = the best) and the probability that an arm's run beats a run of "
+                f"`{baseline}` in the same env (averaged over {len(table)} env(s)), with 95% stratified bootstrap "
+                f"CIs ({args.rliable_reps} resamples, rliable). A probability whose CI includes 0.5: cannot tell"
+                f"{'; ' + note if note else ''}.",
+                "",
+                f"| arm | IQM [95% CI] | P(improves on `{baseline}`) [95% CI] |",
+                "| --- | --- | --- |",
+            ]
             for label, iqm, (lo, hi), poi, poi_ci in rows:
                 p_cell = "—" if poi is None else f"{poi:.2f} [{poi_ci[0]:.2f}, {poi_ci[1]:.2f}]"
                 lines.append(f"| {label} | {iqm:.2f} [{lo:.2f}, {hi:.2f}] | {p_cell} |")
@@ -800,32 +877,53 @@ def render(report, ref_rows, args, image_links, runs_link=None):
 
     problems = report.problems()
     if problems:
-        lines += ["", "## Failed and missing runs", "",
-                  f"Runs the sweep asked for that are not in the table ({len(problems)}); run the sweep again to run "
-                  f"them (benchmark/run.py runs only what is not done).", "",
-                  "| env | seed | command | what happened | log |", "| --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "## Failed and missing runs",
+            "",
+            f"Runs the sweep asked for that are not in the table ({len(problems)}); run the sweep again to run "
+            f"them (benchmark/run.py runs only what is not done).",
+            "",
+            "| env | seed | command | what happened | log |",
+            "| --- | --- | --- | --- | --- |",
+        ]
         for state, why in problems:
             log = Path(state["file"]).with_suffix(".log")
-            lines.append(f"| {state['env_id']} | {state['seed']} | `{state.get('command', '')}` "
-                         f"| {why.replace('|', '/')} | {log} |")
+            lines.append(
+                f"| {state['env_id']} | {state['seed']} | `{state.get('command', '')}` "
+                f"| {why.replace('|', '/')} | {log} |"
+            )
     if image_links:
-        lines += ["", "## Learning curves", "",
-                  f"Mean over seeds of the return averaged over the last {args.last} episodes, the seeds interpolated "
-                  f"onto a common grid of env steps; the band is ± 1 std over seeds ({std_name}).", ""]
+        lines += [
+            "",
+            "## Learning curves",
+            "",
+            f"Mean over seeds of the return averaged over the last {args.last} episodes, the seeds interpolated "
+            f"onto a common grid of env steps; the band is ± 1 std over seeds ({std_name}).",
+            "",
+        ]
         lines += [f"![{env_id}]({link})" for env_id, link in image_links]
     labels = report.labels
     if args.thresholds:
         lines += threshold_lines(all_runs + report.unfinished, labels, args, runs_link)
     if args.window_steps and all_runs + report.unfinished:
         lines += window_lines(all_runs + report.unfinished, labels, args.window_steps)
-    lines += ["", "## Runs", "", "| run | arm | seed | episodes | return, last N ep. | N | SPS | wall | note |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for run, note in [(r, f"target reached at step {r['last_step']:,}" if r["target_reached"] else "")
-                      for r in all_runs] + report.left_out:
+    lines += [
+        "",
+        "## Runs",
+        "",
+        "| run | arm | seed | episodes | return, last N ep. | N | SPS | wall | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for run, note in [
+        (r, f"target reached at step {r['last_step']:,}" if r["target_reached"] else "") for r in all_runs
+    ] + report.left_out:
         s = run["summary"]
         label = labels.get(id(run), run["script"])
-        lines.append(f"| {run['name']} | {label} | {run['seed']} | {s['episodes']} | {fmt_num(s['return'])} "
-                     f"| {s['averaged']} | {fmt_num(s['sps'], 0)} | {fmt_wall(s['wall'])} | {note} |")
+        lines.append(
+            f"| {run['name']} | {label} | {run['seed']} | {s['episodes']} | {fmt_num(s['return'])} "
+            f"| {s['averaged']} | {fmt_num(s['sps'], 0)} | {fmt_wall(s['wall'])} | {note} |"
+        )
     lines += libraries(all_runs + [run for run, _ in report.left_out])
     if report.sweep:
         lines += machine_lines(all_runs + [run for run, _ in report.left_out], report.by_name)
@@ -835,31 +933,58 @@ def render(report, ref_rows, args, image_links, runs_link=None):
 def parse_args(argv=None):
     parser = Parser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", default="runs", help="folder of TensorBoard run folders")
-    parser.add_argument("--out", default=None,
-                        help="write OUT.md and the plots OUT/<env>.png (default: print the table only)")
+    parser.add_argument(
+        "--out", default=None, help="write OUT.md and the plots OUT/<env>.png (default: print the table only)"
+    )
     parser.add_argument("--last", type=int, default=20, help="episodes at the end of a run that its return averages")
-    parser.add_argument("--std", choices=["population", "sample"], default="population",
-                        help="the std over seeds: population (ddof=0, numpy's default) or sample (ddof=1)")
+    parser.add_argument(
+        "--std",
+        choices=["population", "sample"],
+        default="population",
+        help="the std over seeds: population (ddof=0, numpy's default) or sample (ddof=1)",
+    )
     parser.add_argument("--include", default=None, help="only runs whose folder name matches this regex")
-    parser.add_argument("--sweep", nargs="+", default=None,
-                        help="only the runs that benchmark/run.py recorded in these --out folders; lists the failed "
-                             "and missing ones")
-    parser.add_argument("--reference", default=None,
-                        help="CSV of reference figures (default: benchmark/reference.csv)")
-    parser.add_argument("--reps", type=int, default=10000,
-                        help="bootstrap resamples of the CI of a difference of means (numpy: fast)")
-    parser.add_argument("--rliable-reps", type=int, default=2000,
-                        help="bootstrap resamples of the IQM and probability of improvement CIs (rliable: slower)")
+    parser.add_argument(
+        "--sweep",
+        nargs="+",
+        default=None,
+        help="only the runs that benchmark/run.py recorded in these --out folders; lists the failed and missing ones",
+    )
+    parser.add_argument("--reference", default=None, help="CSV of reference figures (default: benchmark/reference.csv)")
+    parser.add_argument(
+        "--reps", type=int, default=10000, help="bootstrap resamples of the CI of a difference of means (numpy: fast)"
+    )
+    parser.add_argument(
+        "--rliable-reps",
+        type=int,
+        default=2000,
+        help="bootstrap resamples of the IQM and probability of improvement CIs (rliable: slower)",
+    )
     parser.add_argument("--title", default=None, help="heading of the report (default: the name of --out)")
-    parser.add_argument("--note", action="append", default=[],
-                        help="a line under the heading, e.g. the command that made the runs (repeatable)")
-    parser.add_argument("--thresholds", nargs="+", type=float, default=None, metavar="RETURN",
-                        help="per run, the agent step and training time at which the mean of its last --last "
-                             "episodic returns first reached each (e.g. --thresholds 18 20), its median SPS, and a "
-                             "plot of every run against steps and training time (OUT/runs.png)")
-    parser.add_argument("--window-steps", type=int, default=None, metavar="STEPS",
-                        help="per run, the mean return of the episodes that ended in each window of this many agent "
-                             "steps (e.g. 1000000), to compare runs at the same steps")
+    parser.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        help="a line under the heading, e.g. the command that made the runs (repeatable)",
+    )
+    parser.add_argument(
+        "--thresholds",
+        nargs="+",
+        type=float,
+        default=None,
+        metavar="RETURN",
+        help="per run, the agent step and training time at which the mean of its last --last "
+        "episodic returns first reached each (e.g. --thresholds 18 20), its median SPS, and a "
+        "plot of every run against steps and training time (OUT/runs.png)",
+    )
+    parser.add_argument(
+        "--window-steps",
+        type=int,
+        default=None,
+        metavar="STEPS",
+        help="per run, the mean return of the episodes that ended in each window of this many agent "
+        "steps (e.g. 1000000), to compare runs at the same steps",
+    )
     args = parser.parse_args(argv)
     if args.window_steps is not None and args.window_steps < 1:
         parser.error(f"--window-steps must be positive, got {args.window_steps}")
@@ -911,8 +1036,10 @@ def main(argv=None):
         recorded = len(names)
         folders = [(p, name) for p, name in folders if name in names]
         if recorded and not folders:
-            return fail(f"none of the {recorded} run folders the sweep recorded is under --runs {args.runs} (the "
-                        f"runs are in runs/ under the sweep's --cwd)")
+            return fail(
+                f"none of the {recorded} run folders the sweep recorded is under --runs {args.runs} (the "
+                f"runs are in runs/ under the sweep's --cwd)"
+            )
     runs = []
     for path, name in folders:
         run = read_run(path, name)
@@ -933,8 +1060,11 @@ def main(argv=None):
         out = Path(args.out)
         ddof = 0 if args.std == "population" else 1
         for env_id in sorted({key[0] for key, *_ in report.groups}):
-            arms = [(label, int(dict(settings)["total_timesteps"]), runs)
-                    for (e, (_, settings)), label, _, runs in report.groups if e == env_id]
+            arms = [
+                (label, int(dict(settings)["total_timesteps"]), runs)
+                for (e, (_, settings)), label, _, runs in report.groups
+                if e == env_id
+            ]
             png = out / f"{safe(env_id)}.png"
             plot_env(env_id, arms, png, args.last, ddof)
             image_links.append((env_id, f"{out.name}/{png.name}"))

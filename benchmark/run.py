@@ -73,7 +73,8 @@ class Run:
     started: float = 0.0
     returncode: Optional[int] = None
     state: dict = field(default_factory=dict)
-    resumed: Optional[str] = None  # the run folder (under runs/) it continues, when started with --resume
+    # the run folder (under runs/) it continues, when started with --resume
+    resumed: Optional[str] = None
     looked: float = 0.0  # when its run folder was last looked for
     sampled: float = 0.0  # when the machine's load was last sampled for it
 
@@ -116,9 +117,25 @@ def plan(args):
                 identity["files"] = files
             identity = json.dumps(identity, sort_keys=True)
             key = hashlib.sha1(identity.encode()).hexdigest()[:10]
-            runs.append(Run(env_id, seed, run_argv, key, f"{name}__{safe(env_id)}__{seed}__{key}",
-                            state={"command": args.command, "words": words, "env_id": env_id, "seed": seed,
-                                   "files": files, "argv": run_argv, "cwd": os.path.abspath(args.cwd), "key": key}))
+            runs.append(
+                Run(
+                    env_id,
+                    seed,
+                    run_argv,
+                    key,
+                    f"{name}__{safe(env_id)}__{seed}__{key}",
+                    state={
+                        "command": args.command,
+                        "words": words,
+                        "env_id": env_id,
+                        "seed": seed,
+                        "files": files,
+                        "argv": run_argv,
+                        "cwd": os.path.abspath(args.cwd),
+                        "key": key,
+                    },
+                )
+            )
     return runs
 
 
@@ -148,8 +165,13 @@ def words_of(state):
 def done_before(states, run):
     """The state that records this run as done (same command words, env id and seed; matched by content, not file
     name), one with the same files (the script unchanged) first, or None."""
-    done = [state for state in states.values() if state.get("status") == "done" and
-            words_of(state) == run.state["words"] and all(state.get(k) == run.state[k] for k in ("env_id", "seed"))]
+    done = [
+        state
+        for state in states.values()
+        if state.get("status") == "done"
+        and words_of(state) == run.state["words"]
+        and all(state.get(k) == run.state[k] for k in ("env_id", "seed"))
+    ]
     done.sort(key=lambda state: state.get("files") != run.state["files"])
     return done[0] if done else None
 
@@ -183,10 +205,12 @@ def find_run_names(cwd, run):
     time}[-N], made between its start and now, whose args.json (where there is one) says this script, env id, seed
     and the settings the command gives. Recorded so that a report can pick exactly a sweep's runs (--sweep)."""
     found, runs = [], Path(cwd) / "runs"
-    patterns = {glob_escape(run.env_id), glob_escape(run.env_id.replace("/", "_"))}  # older scripts nest ALE/Pong-v5__
+    # older scripts nest ALE/Pong-v5__
+    patterns = {glob_escape(run.env_id), glob_escape(run.env_id.replace("/", "_"))}
     paths = sorted({p for pattern in patterns for p in runs.glob(f"{pattern}__*__{run.seed}__*")})
     for path in paths:
-        stamp = path.name.rsplit("__", 1)[-1].split("-")[0]  # a second run in the same second: 1700000000-2
+        # a second run in the same second: 1700000000-2
+        stamp = path.name.rsplit("__", 1)[-1].split("-")[0]
         started_then = stamp.isdigit() and int(run.started) - 1 <= int(stamp) <= time.time() + 1
         if path.is_dir() and started_then and args_match(path / "args.json", run):
             found.append(path.relative_to(runs).as_posix())
@@ -255,7 +279,7 @@ def error_line(path):
     lines = tail_lines(path)
     boxes = [i for i, line in enumerate(lines) if line.startswith("╭")]
     if boxes:
-        for line in lines[boxes[-1] + 1:]:
+        for line in lines[boxes[-1] + 1 :]:
             text = line.strip("│ ").strip()
             if text and set(text) - set("─╰╯"):
                 return text
@@ -295,15 +319,25 @@ def earlier_folder(out, run):
 def cpu_model():
     """The CPU's model name: /proc/cpuinfo's "model name" (x86), else lscpu's "Model name" (ARM); None if neither.
     Then "(AVX-512)" or "(AVX2)" where the CPU has them: CPUs of one name ("AMD EPYC") differ in them, and in speed."""
+
     def named(text, key):
-        return next((value.strip() for name, _, value in (line.partition(":") for line in text.splitlines())
-                     if name.strip() == key and value.strip()), None)
+        return next(
+            (
+                value.strip()
+                for name, _, value in (line.partition(":") for line in text.splitlines())
+                if name.strip() == key and value.strip()
+            ),
+            None,
+        )
 
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
-        model = named(cpuinfo, "model name") or named(subprocess.run(
-            ["lscpu"], capture_output=True, text=True, timeout=30, env=dict(os.environ, LC_ALL="C")).stdout,
-            "Model name")
+        model = named(cpuinfo, "model name") or named(
+            subprocess.run(
+                ["lscpu"], capture_output=True, text=True, timeout=30, env=dict(os.environ, LC_ALL="C")
+            ).stdout,
+            "Model name",
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     flags = (named(cpuinfo, "flags") or "").split()
@@ -323,8 +357,9 @@ def sample_load(out, run, every=0.0):
         return
     old = run.state.get("load_1min") or {"mean": 0.0, "max": load, "samples": 0}
     n = old["samples"] + 1
-    write_state(out, run, load_1min={"mean": old["mean"] + (load - old["mean"]) / n, "max": max(old["max"], load),
-                                     "samples": n})
+    write_state(
+        out, run, load_1min={"mean": old["mean"] + (load - old["mean"]) / n, "max": max(old["max"], load), "samples": n}
+    )
 
 
 def checkpoint_in(cwd, folder, run):
@@ -344,31 +379,52 @@ def start(run, out, cwd, threads):
     run.resumed = folder if checkpoint else None
     argv = run.argv + (["--resume", checkpoint] if checkpoint else [])
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    run.log_file = open(out / f"{run.stem}.log", "a" if checkpoint else "w")  # a resumed run's log goes on
+    # a resumed run's log goes on
+    run.log_file = open(out / f"{run.stem}.log", "a" if checkpoint else "w")
     run.log_file.write(f"$ cd {shlex.quote(os.path.abspath(cwd))} && OMP_NUM_THREADS={threads} {shlex.join(argv)}\n")
     run.log_file.flush()
     run.started = time.time()
     # Its own process group: a Ctrl-C in the terminal reaches only the runner, which then stops each run itself.
     try:
-        run.process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=run.log_file, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
+        run.process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=run.log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except OSError as e:  # e.g. the program does not exist: this run fails, the others go on
         run.log_file.write(f"cannot start: {e}\n")
         run.process = None
     job = os.environ.get("SLURM_ARRAY_JOB_ID")
-    for stale in ("returncode", "error", "ended", "wall_s", "args", "slurm_state", *MACHINE):  # of an earlier attempt
+    # of an earlier attempt
+    for stale in ("returncode", "error", "ended", "wall_s", "args", "slurm_state", *MACHINE):
         run.state.pop(stale, None)
     models = [cpu_model() or "unknown"]
-    if checkpoint:  # a run that goes on: the load over all its parts, the CPU models of each (Slurm: other nodes)
+    # a run that goes on: the load over all its parts, the CPU models of each (Slurm: other nodes)
+    if checkpoint:
         if earlier.get("load_1min"):
             run.state["load_1min"] = earlier["load_1min"]
         models = list(dict.fromkeys((earlier.get("cpu_model") or "unknown").split("; ") + models))
     run.sampled = run.started  # the first sample after `every` s: the load of a minute of this run
-    write_state(out, run, status="running", started=run.started, host=socket.gethostname(), resumed_from=checkpoint,
-                cpu_model="; ".join(models), cores=os.cpu_count(), threads=threads,
-                pid=run.process.pid if run.process else None, run_names=[folder] if checkpoint else [],
-                slurm_job=f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID')}" if job else None,
-                slurm_job_id=os.environ.get("SLURM_JOB_ID") if job else None)  # the task's own id: sacct --completion
+    write_state(
+        out,
+        run,
+        status="running",
+        started=run.started,
+        host=socket.gethostname(),
+        resumed_from=checkpoint,
+        cpu_model="; ".join(models),
+        cores=os.cpu_count(),
+        threads=threads,
+        pid=run.process.pid if run.process else None,
+        run_names=[folder] if checkpoint else [],
+        slurm_job=f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID')}" if job else None,
+        # the task's own id: sacct --completion
+        slurm_job_id=os.environ.get("SLURM_JOB_ID") if job else None,
+    )
 
 
 def still_running(state):
@@ -401,7 +457,7 @@ def note_folder(out, cwd, run):
 
 
 def outcome(returncode, stopped):
-    """"done" (exit 0), "interrupted" (the runner was stopped, or the run ended by SIGINT, SIGTERM or SIGKILL: exit
+    """ "done" (exit 0), "interrupted" (the runner was stopped, or the run ended by SIGINT, SIGTERM or SIGKILL: exit
     130, 143, 137 or killed) or "failed"."""
     if returncode == 0:
         return "done"
@@ -420,23 +476,42 @@ def finish(out, cwd, run, stopped=False):
     names, taken, claimed = [run.resumed], [], {}  # a resumed run is in the folder it continued
     if not run.resumed:
         names = find_run_names(cwd, run)
-        claimed = {name: (path.name, state.get("ended", 0)) for path, state in read_states(out).items()
-                   if path.stem != run.stem and state.get("status") == "done" for name in state.get("run_names", [])}
+        claimed = {
+            name: (path.name, state.get("ended", 0))
+            for path, state in read_states(out).items()
+            if path.stem != run.stem and state.get("status") == "done"
+            for name in state.get("run_names", [])
+        }
         # a folder recorded for another run is this run's too when that run was still going when this one started,
         # or when this run wrote into it (an older script that reuses a folder of the same second)
-        taken = [name for name in names if name in claimed and (
-            claimed[name][1] >= run.started or last_write(Path(cwd) / "runs" / name) >= run.started)]
+        taken = [
+            name
+            for name in names
+            if name in claimed
+            and (claimed[name][1] >= run.started or last_write(Path(cwd) / "runs" / name) >= run.started)
+        ]
         names = [name for name in names if name not in claimed]
     error = {"done": "", "interrupted": f"stopped by a signal (exit {run.returncode})"}.get(status)
     if not error:
         error = error_line(out / f"{run.stem}.log")
     if taken and status == "done":  # never two runs for one folder: its scalars would mix both
         status = "failed"
-        error = (f"its run folder runs/{taken[0]} is recorded for another run ({claimed[taken[0]][0]}): two runs "
-                 f"wrote into one folder; run it again")
-    write_state(out, run, status=status, returncode=run.returncode, error=error, started=run.started,
-                ended=time.time(), wall_s=round(wall, 1), run_names=names,
-                args={name: read_args_json(cwd, name) for name in names})
+        error = (
+            f"its run folder runs/{taken[0]} is recorded for another run ({claimed[taken[0]][0]}): two runs "
+            f"wrote into one folder; run it again"
+        )
+    write_state(
+        out,
+        run,
+        status=status,
+        returncode=run.returncode,
+        error=error,
+        started=run.started,
+        ended=time.time(),
+        wall_s=round(wall, 1),
+        run_names=names,
+        args={name: read_args_json(cwd, name) for name in names},
+    )
     return status
 
 
@@ -447,6 +522,7 @@ class Hurry(Exception):
 def stop_all(running, grace):
     """Ctrl-C: SIGINT to every run (the scripts close their logs and exit), SIGKILL to those alive after grace s, or
     at once on a second Ctrl-C."""
+
     def hurry(signum, frame):
         raise Hurry
 
@@ -484,8 +560,13 @@ def mark_pending(out, run):
     """Record a run as asked for (report.py --sweep lists a run that never finishes as missing), keeping the run folder
     of an unfinished earlier attempt, which it will continue."""
     folder, earlier = earlier_folder(out, run), unfinished_state(out, run)
-    write_state(out, run, status="pending", run_names=[folder] if folder else [],
-                **{key: earlier[key] for key in MACHINE if key in earlier})
+    write_state(
+        out,
+        run,
+        status="pending",
+        run_names=[folder] if folder else [],
+        **{key: earlier[key] for key in MACHINE if key in earlier},
+    )
 
 
 def slurm_tasks(out):
@@ -493,7 +574,8 @@ def slurm_tasks(out):
     stem: task} of the runs that squeue still lists as queued or running: a new submission must not run them a second
     time, {stem: task} of each run's latest submission)."""
     submitted = []
-    for path in sorted((out / "slurm").glob("*.json"), key=lambda path: path.stat().st_mtime):  # the latest last
+    # the latest last
+    for path in sorted((out / "slurm").glob("*.json"), key=lambda path: path.stat().st_mtime):
         try:
             submission = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -503,35 +585,58 @@ def slurm_tasks(out):
     if not submitted:
         return {}, {}
     try:
-        proc = subprocess.run(["squeue", "--user", str(os.getuid()), "--noheader", "--array", "--format", "%F %K"],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            ["squeue", "--user", str(os.getuid()), "--noheader", "--array", "--format", "%F %K"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         alive = {tuple(line.split()[:2]) for line in proc.stdout.splitlines()} if proc.returncode == 0 else None
         why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
     except (OSError, subprocess.TimeoutExpired) as e:
         alive, why = None, str(e)
     if alive is None:
-        print(f"run.py: error: cannot ask squeue which runs of earlier submissions into {out} are still queued or "
-              f"running ({why})", file=sys.stderr)
+        print(
+            f"run.py: error: cannot ask squeue which runs of earlier submissions into {out} are still queued or "
+            f"running ({why})",
+            file=sys.stderr,
+        )
         raise SystemExit(1)
-    tasks = [(item["stem"], submission["job_id"], str(i)) for submission in submitted
-             for i, item in enumerate(submission["runs"])]
-    return ({stem: f"{job}_{i}" for stem, job, i in tasks if (job, i) in alive},
-            {stem: f"{job}_{i}" for stem, job, i in tasks})
+    tasks = [
+        (item["stem"], submission["job_id"], str(i))
+        for submission in submitted
+        for i, item in enumerate(submission["runs"])
+    ]
+    return (
+        {stem: f"{job}_{i}" for stem, job, i in tasks if (job, i) in alive},
+        {stem: f"{job}_{i}" for stem, job, i in tasks},
+    )
 
 
 # How sacct's end of a task makes the end of a run its task did not record: failed, or interrupted (stopped from
 # outside; it continues from its checkpoint). COMPLETED (exit 0) and the states of tasks not ended are not here.
-SLURM_ENDS = {"FAILED": "failed", "OUT_OF_MEMORY": "failed", "CANCELLED": "interrupted", "TIMEOUT": "interrupted",
-              "PREEMPTED": "interrupted", "NODE_FAIL": "interrupted", "BOOT_FAIL": "interrupted",
-              "DEADLINE": "interrupted"}
+SLURM_ENDS = {
+    "FAILED": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "CANCELLED": "interrupted",
+    "TIMEOUT": "interrupted",
+    "PREEMPTED": "interrupted",
+    "NODE_FAIL": "interrupted",
+    "BOOT_FAIL": "interrupted",
+    "DEADLINE": "interrupted",
+}
 
 
 def sacct(*args):
     """sacct's rows [JobID, State, ExitCode, End] of the jobs asked for, or None when it does not answer (not
     installed, or a cluster without accounting: "Slurm accounting storage is disabled")."""
     try:
-        proc = subprocess.run(["sacct", "--noheader", "--parsable2", "--allocations", "--format",
-                               "JobID,State,ExitCode,End", *args], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            ["sacct", "--noheader", "--parsable2", "--allocations", "--format", "JobID,State,ExitCode,End", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:
@@ -569,7 +674,8 @@ def slurm_ends(tasks):
             if job in own:
                 ends[own[job]] = (state, code, end)
     ends = {task: (state.split()[0], code, end) for task, (state, code, end) in ends.items() if state.split()}
-    return {task: end for task, end in ends.items() if end[0] in SLURM_ENDS}  # "CANCELLED by 1000": CANCELLED
+    # "CANCELLED by 1000": CANCELLED
+    return {task: end for task, end in ends.items() if end[0] in SLURM_ENDS}
 
 
 def record_slurm_ends(out, states, runs, tasks):
@@ -595,20 +701,26 @@ def record_slurm_ends(out, states, runs, tasks):
         fields = {"slurm_state": slurm_state}
         unrecorded = state["status"] in ("pending", "running")
         if unrecorded:
-            exit_code, signum = (int(x) if x.isdigit() else 0 for x in code.partition(":")[::2])  # "0:9": SIGKILL
+            # "0:9": SIGKILL
+            exit_code, signum = (int(x) if x.isdigit() else 0 for x in code.partition(":")[::2])
             try:
                 ended = time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S"))
             except ValueError:
                 ended = time.time()
-            fields.update(status=SLURM_ENDS[slurm_state], returncode=-signum if signum else exit_code or None,
-                          ended=ended, error=f"the Slurm task {task} ended {slurm_state} (exit code {code}) before it "
-                                             f"recorded how its run ended")
+            fields.update(
+                status=SLURM_ENDS[slurm_state],
+                returncode=-signum if signum else exit_code or None,
+                ended=ended,
+                error=f"the Slurm task {task} ended {slurm_state} (exit code {code}) before it "
+                f"recorded how its run ended",
+            )
         if any(state.get(key) != value for key, value in fields.items()):
             state.update(fields)
             write_json(path, state)
         why = "; the task ended before its run recorded its end" if unrecorded else ""
-        lines.append(f"  {state['status']} in Slurm ({slurm_state}, task {task}, exit {code}{why}): "
-                     f"{run.env_id} seed {run.seed}")
+        lines.append(
+            f"  {state['status']} in Slurm ({slurm_state}, task {task}, exit {code}{why}): {run.env_id} seed {run.seed}"
+        )
     return lines
 
 
@@ -621,19 +733,36 @@ def batch_script(args, out, listing, runs, name):
         lines.insert(0, "#!/bin/bash")
     end = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), len(lines))
     about = [f"# benchmark/run.py --slurm: {len(runs)} runs of `{args.command}`, one array task each:"]
-    for i, run in enumerate(runs):  # the checkpoint each would continue from now (the task decides when it starts)
+    # the checkpoint each would continue from now (the task decides when it starts)
+    for i, run in enumerate(runs):
         folder = earlier_folder(out, run)
         checkpoint = checkpoint_in(args.cwd, folder, run) if folder else None
         about.append(f"#   task {i}: {run.env_id} seed {run.seed}{f' (continues {checkpoint})' if checkpoint else ''}")
-    options = [f"job-name={name}", f"array=0-{len(runs) - 1}%{args.workers}", f"output={listing.parent}/%A_%a.out",
-               "open-mode=append", "requeue"]  # requeue: a task that is preempted or loses its node runs again
-    options += [f"{flag}={value}" for flag, value in (
-        ("partition", args.partition), ("account", args.account), ("time", args.time),
-        ("cpus-per-task", args.cpus_per_task), ("gpus-per-task", args.gpus_per_task)) if value is not None]
+    options = [
+        f"job-name={name}",
+        f"array=0-{len(runs) - 1}%{args.workers}",
+        f"output={listing.parent}/%A_%a.out",
+        # requeue: a task that is preempted or loses its node runs again
+        "open-mode=append",
+        "requeue",
+    ]
+    options += [
+        f"{flag}={value}"
+        for flag, value in (
+            ("partition", args.partition),
+            ("account", args.account),
+            ("time", args.time),
+            ("cpus-per-task", args.cpus_per_task),
+            ("gpus-per-task", args.gpus_per_task),
+        )
+        if value is not None
+    ]
     options += [option.removeprefix("--") for option in args.sbatch]
     task = shlex.join([sys.executable, str(Path(__file__).resolve()), "--slurm-task", str(listing)])
-    return "\n".join(lines[:end] + about + [f"#SBATCH --{option}" for option in options] + lines[end:] +
-                     [f"exec {task}"]) + "\n"
+    return (
+        "\n".join(lines[:end] + about + [f"#SBATCH --{option}" for option in options] + lines[end:] + [f"exec {task}"])
+        + "\n"
+    )
 
 
 def write_json(path, data):
@@ -652,10 +781,24 @@ def submit(args, out, runs):
         print(f"the batch script (written to {listing.with_suffix('.sh')} and submitted without --dry-run):")
         print(script, end="")
         return 0
-    submission = {"out": str(out.resolve()), "cwd": os.path.abspath(args.cwd), "grace": args.grace,
-                  "threads": args.threads or args.cpus_per_task, "job_id": None,
-                  "runs": [{"env_id": run.env_id, "seed": run.seed, "argv": run.argv, "key": run.key,
-                            "stem": run.stem, "state": run.state} for run in runs]}
+    submission = {
+        "out": str(out.resolve()),
+        "cwd": os.path.abspath(args.cwd),
+        "grace": args.grace,
+        "threads": args.threads or args.cpus_per_task,
+        "job_id": None,
+        "runs": [
+            {
+                "env_id": run.env_id,
+                "seed": run.seed,
+                "argv": run.argv,
+                "key": run.key,
+                "stem": run.stem,
+                "state": run.state,
+            }
+            for run in runs
+        ],
+    }
     listing.parent.mkdir(exist_ok=True)
     write_json(listing, submission)
     listing.with_suffix(".sh").write_text(script)
@@ -668,10 +811,16 @@ def submit(args, out, runs):
         return 1
     submission["job_id"] = proc.stdout.strip().split(";")[0]  # "123" or "123;cluster"
     write_json(listing, submission)
-    print(f"submitted Slurm job {submission['job_id']}: {len(runs)} array tasks, at most {args.workers} at once; "
-          f"batch script {listing.with_suffix('.sh')}", flush=True)
-    print(f"  follow it with squeue --me; the state files in {out}/ say how each run ended; the same command again "
-          f"submits what did not finish", flush=True)
+    print(
+        f"submitted Slurm job {submission['job_id']}: {len(runs)} array tasks, at most {args.workers} at once; "
+        f"batch script {listing.with_suffix('.sh')}",
+        flush=True,
+    )
+    print(
+        f"  follow it with squeue --me; the state files in {out}/ say how each run ended; the same command again "
+        f"submits what did not finish",
+        flush=True,
+    )
     return 0
 
 
@@ -681,8 +830,10 @@ def run_task(listing):
     preempted: the run stops by itself (and saves its checkpoint), the task waits for it (SIGKILL after the grace
     seconds) and records it as interrupted. Exit code: 0 done, 1 failed, 143 interrupted."""
     if "SLURM_ARRAY_TASK_ID" not in os.environ:
-        print("run.py: error: --slurm-task runs inside a Slurm array task (the batch script of --slurm calls it)",
-              file=sys.stderr)
+        print(
+            "run.py: error: --slurm-task runs inside a Slurm array task (the batch script of --slurm calls it)",
+            file=sys.stderr,
+        )
         return 2
     submission = json.loads(Path(listing).read_text())
     item = submission["runs"][int(os.environ["SLURM_ARRAY_TASK_ID"])]
@@ -716,50 +867,89 @@ def run_task(listing):
 
 def parse_args(argv=None):
     parser = Parser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--command", required=True,
-                        help='the training command without --env-id and --seed, e.g. '
-                             '"python ppo.py --total-timesteps 500000"')
+    parser.add_argument(
+        "--command",
+        required=True,
+        help='the training command without --env-id and --seed, e.g. "python ppo.py --total-timesteps 500000"',
+    )
     parser.add_argument("--env-ids", nargs="+", required=True, help="env ids to run the command on")
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="the seeds of each env")
     seeds.add_argument("--num-seeds", type=int, help="shorthand for --seeds 1 2 ... N")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="runs at the same time: here at most the number of cores; with --slurm the array tasks "
-                             "running at once (e.g. 20)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="OMP_NUM_THREADS of each run (default: cores // workers, at least 1; with --slurm, "
-                             "--cpus-per-task, else 1)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="runs at the same time: here at most the number of cores; with --slurm the array tasks "
+        "running at once (e.g. 20)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="OMP_NUM_THREADS of each run (default: cores // workers, at least 1; with --slurm, "
+        "--cpus-per-task, else 1)",
+    )
     parser.add_argument("--out", default=None, help="folder for logs and state files (default benchmark/out/<script>)")
-    parser.add_argument("--cwd", default=".",
-                        help="working directory of the runs (their runs/ folder lands there); made if missing")
-    parser.add_argument("--grace", type=float, default=30.0,
-                        help="seconds a run gets to stop after Ctrl-C (in a Slurm task: after SIGTERM) before it is "
-                             "killed")
-    parser.add_argument("--status-every", type=float, default=STATUS_EVERY,
-                        help="seconds between status lines that show each running run's last output line, and "
-                             "between samples of the machine's load that its state records")
-    parser.add_argument("--rerun-on-edit", action="store_true",
-                        help="a run done before counts only if the files the command names (the script) are unchanged")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the runs and whether they would be skipped (with --slurm, the batch script); "
-                             "run and submit nothing, and write nothing but how ended Slurm tasks ended (sacct)")
-    slurm = parser.add_argument_group("Slurm", "With --slurm the runs become one job array; these options set its "
-                                               "#SBATCH lines.")
-    slurm.add_argument("--slurm", action="store_true",
-                       help="submit the runs not done as one sbatch job array, one task per run, at most --workers at "
-                            "once, instead of running them here")
+    parser.add_argument(
+        "--cwd", default=".", help="working directory of the runs (their runs/ folder lands there); made if missing"
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        help="seconds a run gets to stop after Ctrl-C (in a Slurm task: after SIGTERM) before it is killed",
+    )
+    parser.add_argument(
+        "--status-every",
+        type=float,
+        default=STATUS_EVERY,
+        help="seconds between status lines that show each running run's last output line, and "
+        "between samples of the machine's load that its state records",
+    )
+    parser.add_argument(
+        "--rerun-on-edit",
+        action="store_true",
+        help="a run done before counts only if the files the command names (the script) are unchanged",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the runs and whether they would be skipped (with --slurm, the batch script); "
+        "run and submit nothing, and write nothing but how ended Slurm tasks ended (sacct)",
+    )
+    slurm = parser.add_argument_group(
+        "Slurm", "With --slurm the runs become one job array; these options set its #SBATCH lines."
+    )
+    slurm.add_argument(
+        "--slurm",
+        action="store_true",
+        help="submit the runs not done as one sbatch job array, one task per run, at most --workers at "
+        "once, instead of running them here",
+    )
     slurm.add_argument("--partition", help="the partition (queue) of the tasks")
     slurm.add_argument("--account", help="the account the tasks are charged to")
-    slurm.add_argument("--time", help="the time limit of each task, e.g. 04:00:00 (a run it stops continues from its "
-                                      "checkpoint when the sweep is submitted again)")
+    slurm.add_argument(
+        "--time",
+        help="the time limit of each task, e.g. 04:00:00 (a run it stops continues from its "
+        "checkpoint when the sweep is submitted again)",
+    )
     slurm.add_argument("--cpus-per-task", type=int, help="cores of each task, e.g. 2 (also its OMP_NUM_THREADS)")
     slurm.add_argument("--gpus-per-task", help="GPUs of each task, e.g. 1 or a100:1")
-    slurm.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
-                       help='an extra #SBATCH line, repeatable: --sbatch mem=16G, --sbatch "qos=preemptible" (the '
-                            'leading -- may be left out)')
-    slurm.add_argument("--slurm-template", metavar="FILE",
-                       help="the site's header of the batch script instead of #!/bin/bash: its shebang, #SBATCH lines "
-                            "and setup commands (module load ..., source venv/bin/activate)")
+    slurm.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help='an extra #SBATCH line, repeatable: --sbatch mem=16G, --sbatch "qos=preemptible" (the '
+        "leading -- may be left out)",
+    )
+    slurm.add_argument(
+        "--slurm-template",
+        metavar="FILE",
+        help="the site's header of the batch script instead of #!/bin/bash: its shebang, #SBATCH lines "
+        "and setup commands (module load ..., source venv/bin/activate)",
+    )
     args = parser.parse_args(argv)
     if args.num_seeds is not None:
         if args.num_seeds < 1:
@@ -775,9 +965,15 @@ def parse_args(argv=None):
         parser.error("--env-ids and --seeds must not repeat a value")
     if os.path.exists(args.cwd) and not os.path.isdir(args.cwd):
         parser.error(f"--cwd {args.cwd}: not a folder")
-    cluster = {"--partition": args.partition, "--account": args.account, "--time": args.time,
-               "--cpus-per-task": args.cpus_per_task, "--gpus-per-task": args.gpus_per_task,
-               "--sbatch": args.sbatch or None, "--slurm-template": args.slurm_template}
+    cluster = {
+        "--partition": args.partition,
+        "--account": args.account,
+        "--time": args.time,
+        "--cpus-per-task": args.cpus_per_task,
+        "--gpus-per-task": args.gpus_per_task,
+        "--sbatch": args.sbatch or None,
+        "--slurm-template": args.slurm_template,
+    }
     given = [flag for flag, value in cluster.items() if value is not None]
     if given and not args.slurm:
         parser.error(f"{given[0]} is an option of --slurm: add --slurm to submit to Slurm")
@@ -793,14 +989,17 @@ def parse_args(argv=None):
     if args.slurm_template is not None and not os.path.isfile(args.slurm_template):
         parser.error(f"--slurm-template {args.slurm_template}: no such file")
     if args.slurm and not args.dry_run and shutil.which("sbatch") is None:
-        parser.error("--slurm: sbatch not found (run it where Slurm's commands are, e.g. a login node; a cluster on "
-                     "this machine: bash benchmark/local_slurm.sh start)")
+        parser.error(
+            "--slurm: sbatch not found (run it where Slurm's commands are, e.g. a login node; a cluster on "
+            "this machine: bash benchmark/local_slurm.sh start)"
+        )
     return args
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--slurm-task"] and len(argv) == 2:  # inside an array task: what the batch script runs
+    # inside an array task: what the batch script runs
+    if argv[:1] == ["--slurm-task"] and len(argv) == 2:
         return run_task(argv[1])
     args = parse_args(argv)
     runs = plan(args)
@@ -827,8 +1026,11 @@ def main(argv=None):
     where = f"{args.workers} workers, OMP_NUM_THREADS={threads}"
     if args.slurm:
         where = f"{len(queued)} queued or running in Slurm"
-    print(f"{total} runs ({len(args.env_ids)} envs x {len(args.seeds)} seeds), {len(skipped)} already done, {where}; "
-          f"logs and state in {out}/", flush=True)
+    print(
+        f"{total} runs ({len(args.env_ids)} envs x {len(args.seeds)} seeds), {len(skipped)} already done, {where}; "
+        f"logs and state in {out}/",
+        flush=True,
+    )
     for run in skipped:
         changed = ", ".join(sorted(run.state["files"])) or "a file it names"
         why = f"; {changed} changed since: --rerun-on-edit runs it again" if run in edited else ""
@@ -870,13 +1072,15 @@ def main(argv=None):
     terminal = [fd for fd in (1, 2) if os.isatty(fd)]
 
     def handle_signal(signum, frame):  # SIGTERM and SIGHUP are treated like Ctrl-C
-        if signum == signal.SIGHUP:  # the terminal is gone: what is printed from now on would fail there
+        # the terminal is gone: what is printed from now on would fail there
+        if signum == signal.SIGHUP:
             for fd in terminal:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handle_signal)
-    signal.signal(signal.SIGHUP, handle_signal)  # the terminal closed: the runs are stopped, not left running
+    # the terminal closed: the runs are stopped, not left running
+    signal.signal(signal.SIGHUP, handle_signal)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         while pending or running:
@@ -895,29 +1099,45 @@ def main(argv=None):
                 running.remove(run)
                 status = finish(out, args.cwd, run)
                 (finished if status == "done" else failed).append(run)
-                why = {"done": "done", "interrupted": f"STOPPED (exit {run.returncode}: a signal)",
-                       "failed": f"FAILED (exit {run.returncode})" if run.returncode else "FAILED (run folder taken)"}
+                why = {
+                    "done": "done",
+                    "interrupted": f"STOPPED (exit {run.returncode}: a signal)",
+                    "failed": f"FAILED (exit {run.returncode})" if run.returncode else "FAILED (run folder taken)",
+                }
                 progress(f"{why[status]} {run.env_id} seed {run.seed} in {run.state['wall_s']:.0f} s")
             if running and time.time() - last_status >= args.status_every:
                 last_status = time.time()
                 for run in running:
-                    progress(f"running {run.env_id} seed {run.seed} ({time.time() - run.started:.0f} s): "
-                             f"{last_line(out / f'{run.stem}.log')[:120]}")
+                    progress(
+                        f"running {run.env_id} seed {run.seed} ({time.time() - run.started:.0f} s): "
+                        f"{last_line(out / f'{run.stem}.log')[:120]}"
+                    )
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # until stop_all takes a second one as "kill now"
-        print(f"\ninterrupted: stopping {len(running)} running run(s) (Ctrl-C again: kill them now); start the "
-              f"same command again to continue", file=sys.stderr, flush=True)
+        # until stop_all takes a second one as "kill now"
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print(
+            f"\ninterrupted: stopping {len(running)} running run(s) (Ctrl-C again: kill them now); start the "
+            f"same command again to continue",
+            file=sys.stderr,
+            flush=True,
+        )
         stop_all(running, args.grace)
         for run in running:
             finish(out, args.cwd, run, stopped=True)
         return 130
 
-    print(f"finished in {hms(time.time() - t0)}: {len(finished)} succeeded, {len(skipped)} skipped (done before), "
-          f"{len(failed)} failed", flush=True)
+    print(
+        f"finished in {hms(time.time() - t0)}: {len(finished)} succeeded, {len(skipped)} skipped (done before), "
+        f"{len(failed)} failed",
+        flush=True,
+    )
     for run in failed:
         what = "FAILED" if run.state["status"] == "failed" else "STOPPED"
-        print(f"  {what} {run.env_id} seed {run.seed}: exit {run.returncode}, log {out / run.stem}.log: "
-              f"{run.state['error'][:200]}", flush=True)
+        print(
+            f"  {what} {run.env_id} seed {run.seed}: exit {run.returncode}, log {out / run.stem}.log: "
+            f"{run.state['error'][:200]}",
+            flush=True,
+        )
     return 1 if failed else 0
 
 

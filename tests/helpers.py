@@ -33,11 +33,27 @@ METRICS = [
 ]
 
 
-SCRIPTS = ["ppo.py", "ppo_atari.py", "ppo_continuous_action.py", "ppo_atari_lstm.py", "ppo_multidiscrete.py",
-           "ppo_multidiscrete_mask.py", "ppo_atari_envpool.py", "ppo_procgen.py", "ppo_atari_multigpu.py"]
-NEEDS = {"ppo_atari.py": "ale_py", "ppo_atari_lstm.py": "ale_py", "ppo_atari_multigpu.py": "ale_py",
-         "ppo_atari_envpool.py": "envpool", "ppo_procgen.py": "envpool", "ppo_multidiscrete.py": "envpool",
-         "ppo_multidiscrete_mask.py": "envpool"}  # what a script checks before it makes its run folder
+SCRIPTS = [
+    "ppo.py",
+    "ppo_atari.py",
+    "ppo_continuous_action.py",
+    "ppo_atari_lstm.py",
+    "ppo_multidiscrete.py",
+    "ppo_multidiscrete_mask.py",
+    "ppo_atari_envpool.py",
+    "ppo_procgen.py",
+    "ppo_atari_multigpu.py",
+]
+NEEDS = {
+    "ppo_atari.py": "ale_py",
+    "ppo_atari_lstm.py": "ale_py",
+    "ppo_atari_multigpu.py": "ale_py",
+    "ppo_atari_envpool.py": "envpool",
+    "ppo_procgen.py": "envpool",
+    "ppo_multidiscrete.py": "envpool",
+    # what a script checks before it makes its run folder
+    "ppo_multidiscrete_mask.py": "envpool",
+}
 ENVPOOL_SCRIPTS = [script for script, module in NEEDS.items() if module == "envpool"]
 
 
@@ -98,7 +114,11 @@ def run_script(name, *args, cwd, alone=False, timeout=600, env=None):
         script = Path(shutil.copy(script, cwd / name))
     return subprocess.run(
         [sys.executable, str(script), *map(str, args)],
-        cwd=cwd, env=env or test_env(), capture_output=True, text=True, timeout=timeout,
+        cwd=cwd,
+        env=env or test_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -109,7 +129,8 @@ def run_main(name, *args, cwd, module=None):
     import tyro
 
     module, out, err, here = module or load_script(name), io.StringIO(), io.StringIO(), os.getcwd()
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # main may install its own
+    # main may install its own
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     returncode = 0
     Path(cwd).mkdir(parents=True, exist_ok=True)
     try:
@@ -128,17 +149,20 @@ def run_main(name, *args, cwd, module=None):
 def run_patched(name, patch, *args, cwd, timeout=300):
     """Run the script's main(tyro.cli(Args)) in a subprocess after `patch`, Python source run with the script loaded as
     `module` (and os, signal, torch imported): for runs that a signal may end, which run_main's process must not be."""
-    driver = "\n".join([
-        "import importlib.util, os, signal, torch",
-        f"spec = importlib.util.spec_from_file_location('script', {str(REPO / name)!r})",
-        "module = importlib.util.module_from_spec(spec)",
-        "spec.loader.exec_module(module)",
-        textwrap.dedent(patch),
-        f"module.main(module.tyro.cli(module.Args, args={[str(a) for a in args]!r}))",
-    ])
+    driver = "\n".join(
+        [
+            "import importlib.util, os, signal, torch",
+            f"spec = importlib.util.spec_from_file_location('script', {str(REPO / name)!r})",
+            "module = importlib.util.module_from_spec(spec)",
+            "spec.loader.exec_module(module)",
+            textwrap.dedent(patch),
+            f"module.main(module.tyro.cli(module.Args, args={[str(a) for a in args]!r}))",
+        ]
+    )
     Path(cwd).mkdir(parents=True, exist_ok=True)
-    return subprocess.run([sys.executable, "-c", driver], cwd=cwd, env=test_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", driver], cwd=cwd, env=test_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 @contextlib.contextmanager
@@ -147,7 +171,9 @@ def small_disk(folder, size):
     if os.geteuid() != 0:
         pytest.skip("mounting a tiny tmpfs (a full disk) needs root")
     Path(folder).mkdir(parents=True, exist_ok=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True
+    ).returncode:
         pytest.skip("cannot mount a tmpfs here (no CAP_SYS_ADMIN in this container?)")
     try:
         yield Path(folder)
@@ -179,7 +205,9 @@ def read_every_metric(run_dir):
 
 def assert_ok(proc):
     """A subprocess run ended with exit code 0; on failure show what it printed."""
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, (
+        f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    )
 
 
 def assert_usage_error(proc, *fragments):
@@ -241,7 +269,8 @@ def scaled_rewards_reference(rewards, dones, gamma, clip=10.0, epsilon=1e-8):
     rewards, dones = np.asarray(rewards, np.float64), np.asarray(dones, bool)
     discounted, history, scaled = np.zeros(rewards.shape[1]), [], np.empty_like(rewards)
     for t in range(len(rewards)):
-        discounted = discounted * gamma + rewards[t]  # the return of each env's current episode, up to step t
+        # the return of each env's current episode, up to step t
+        discounted = discounted * gamma + rewards[t]
         history.append(discounted.copy())
         x = np.concatenate(history)
         count = len(x) + 1e-4

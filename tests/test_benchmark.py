@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import assert_ok, assert_usage_error, load_script, need, need_procgen, REPO, test_env
+from helpers import REPO, assert_ok, assert_usage_error, load_script, need, need_procgen, test_env
 
 RUNNER = REPO / "benchmark" / "run.py"
 
@@ -73,8 +73,14 @@ if seed in fail:
 
 def run_tool(name, *args, cwd=None, timeout=300, **env):
     """Run `python benchmark/<name> <args>` in cwd (env: extra variables); returns the CompletedProcess (text)."""
-    return subprocess.run([sys.executable, str(REPO / "benchmark" / name), *map(str, args)], cwd=cwd,
-                          env=test_env(**env), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(REPO / "benchmark" / name), *map(str, args)],
+        cwd=cwd,
+        env=test_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def run_runner(cwd, *args):
@@ -107,13 +113,15 @@ def test_failing_runs_are_reported_others_still_run_and_restart_skips_finished(f
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert sorted(c.split()[:2] for c in calls(fake)) == sorted([e, s] for e in ("EnvA-v0", "EnvB-v0") for s in "123")
     cores = len(os.sched_getaffinity(0))
-    assert {c.split()[2] for c in calls(fake)} == {str(max(1, cores // 2))}  # OMP_NUM_THREADS = cores // workers
+    # OMP_NUM_THREADS = cores // workers
+    assert {c.split()[2] for c in calls(fake)} == {str(max(1, cores // 2))}
     st = states(fake / "out")
     assert {k: d["status"] for k, d in st.items()} == {
-        (e, s): "failed" if s == 2 else "done" for e in ("EnvA-v0", "EnvB-v0") for s in (1, 2, 3)}
+        (e, s): "failed" if s == 2 else "done" for e in ("EnvA-v0", "EnvB-v0") for s in (1, 2, 3)
+    }
     assert st[("EnvA-v0", 2)]["returncode"] == 1
     # the end of the output names each failure, its exit code and its log, which holds what the run printed
-    summary = proc.stdout[proc.stdout.index("finished"):]
+    summary = proc.stdout[proc.stdout.index("finished") :]
     assert "4 succeeded" in summary and "2 failed" in summary
     for env_id in ("EnvA-v0", "EnvB-v0"):
         assert f"FAILED {env_id} seed 2: exit 1" in summary
@@ -156,8 +164,21 @@ def test_failing_runs_are_reported_others_still_run_and_restart_skips_finished(f
 
 def test_cwd_runs_the_command_elsewhere(fake):
     # the --cwd folder does not exist yet: the runner makes it (a sweep's first run in a new OUT folder)
-    assert_ok(run_runner(fake, "--command", "python fake.py", "--env-ids", "ALE/Fake-v5", "--num-seeds", 2,
-                         "--cwd", "work", "--out", "out"))
+    assert_ok(
+        run_runner(
+            fake,
+            "--command",
+            "python fake.py",
+            "--env-ids",
+            "ALE/Fake-v5",
+            "--num-seeds",
+            2,
+            "--cwd",
+            "work",
+            "--out",
+            "out",
+        )
+    )
     cores = len(os.sched_getaffinity(0))
     assert sorted(calls(fake / "work")) == [f"ALE/Fake-v5 1 {cores}", f"ALE/Fake-v5 2 {cores}"]
     # an env id with a slash: the state names the run folder relative to runs/
@@ -167,21 +188,40 @@ def test_cwd_runs_the_command_elsewhere(fake):
 
 
 def test_ctrl_c_stops_the_runs_and_a_restart_runs_them_again(fake):
-    grid = ["--command", "python fake.py --sleep 600", "--env-ids", "EnvA-v0", "--seeds", 1, 2, "--workers", 2,
-            "--out", "out"]
-    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=test_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    grid = [
+        "--command",
+        "python fake.py --sleep 600",
+        "--env-ids",
+        "EnvA-v0",
+        "--seeds",
+        1,
+        2,
+        "--workers",
+        2,
+        "--out",
+        "out",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, str(RUNNER), *map(str, grid)],
+        cwd=fake,
+        env=test_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
     while len(calls(fake)) < 2 and time.time() < deadline:
         time.sleep(0.1)
-    assert len(calls(fake)) == 2  # both started (and handle SIGINT: they install the handler before writing)
+    # both started (and handle SIGINT: they install the handler before writing)
+    assert len(calls(fake)) == 2
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stdout + stderr
     assert "interrupted" in stderr
     for log in (fake / "out").glob("*.log"):
         assert "fake got SIGINT" in log.read_text()  # each run was stopped with SIGINT, not killed
-    assert {d["status"] for d in states(fake / "out").values()} == {"interrupted"}  # nothing recorded as done
+    # nothing recorded as done
+    assert {d["status"] for d in states(fake / "out").values()} == {"interrupted"}
     out = run_runner(fake, *grid, "--dry-run").stdout
     assert "0 already done" in out and out.count("would run:") == 2
     assert "--resume" not in out  # no checkpoint: they start over
@@ -190,10 +230,27 @@ def test_ctrl_c_stops_the_runs_and_a_restart_runs_them_again(fake):
 def test_ctrl_c_then_a_restart_continues_each_run_from_its_checkpoint(fake):
     """Runs that checkpoint, stopped with Ctrl-C: recorded as interrupted with their run folder; started again, each
     continues with --resume its own checkpoint, in its own folder (the log keeps both parts), and ends done."""
-    grid = ["--command", "python fake.py --checkpoint-every 1 --sleep 600", "--env-ids", "EnvA-v0", "--seeds", 1, 2,
-            "--workers", 2, "--out", "out"]
-    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=test_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    grid = [
+        "--command",
+        "python fake.py --checkpoint-every 1 --sleep 600",
+        "--env-ids",
+        "EnvA-v0",
+        "--seeds",
+        1,
+        2,
+        "--workers",
+        2,
+        "--out",
+        "out",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, str(RUNNER), *map(str, grid)],
+        cwd=fake,
+        env=test_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
     while len(list(fake.glob("runs/*/fake.pt"))) < 2 and time.time() < deadline:
         time.sleep(0.1)
@@ -210,9 +267,11 @@ def test_ctrl_c_then_a_restart_continues_each_run_from_its_checkpoint(fake):
 
     assert_ok(run_runner(fake, *grid))
     threads = max(1, len(os.sched_getaffinity(0)) // 2)
-    assert sorted(calls(fake)[2:]) == [f"EnvA-v0 {seed} {threads} resume=runs/{folders[seed]}/fake.pt"
-                                       for seed in (1, 2)]
-    assert sorted(p.name for p in (fake / "runs").iterdir()) == sorted(folders.values())  # no new folder
+    assert sorted(calls(fake)[2:]) == [
+        f"EnvA-v0 {seed} {threads} resume=runs/{folders[seed]}/fake.pt" for seed in (1, 2)
+    ]
+    # no new folder
+    assert sorted(p.name for p in (fake / "runs").iterdir()) == sorted(folders.values())
     st = states(fake / "out")
     for seed in (1, 2):
         state = st[("EnvA-v0", seed)]
@@ -230,8 +289,10 @@ def expected_cpu_model():
 
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     found = re.search(r"^model name\s*:\s*(.+)$", text, flags=re.M) or re.search(
-        r"^Model name:\s*(.+)$", subprocess.run(["lscpu"], capture_output=True, text=True,
-                                                env=test_env(LC_ALL="C")).stdout, flags=re.M)
+        r"^Model name:\s*(.+)$",
+        subprocess.run(["lscpu"], capture_output=True, text=True, env=test_env(LC_ALL="C")).stdout,
+        flags=re.M,
+    )
     flags = (re.search(r"^flags\s*:(.*)$", text, flags=re.M) or re.match("()", "")).group(1).split()
     simd = " (AVX-512)" if "avx512f" in flags else " (AVX2)" if "avx2" in flags else ""
     return found.group(1).strip() + simd if found else "unknown"
@@ -244,13 +305,31 @@ def test_the_state_records_the_cpu_and_the_load_over_every_part_of_a_resumed_run
     200 for 5 and 15 minutes), so a part of n samples adds 1..n."""
     (fake / "site").mkdir()
     (fake / "site" / "sitecustomize.py").write_text(
-        "import itertools, os\ncalls = itertools.count(1)\nos.getloadavg = lambda: (float(next(calls)), 100.0, 200.0)\n")
+        "import itertools, os\ncalls = itertools.count(1)\nos.getloadavg = lambda: (float(next(calls)), 100.0, 200.0)\n"
+    )
     env = test_env(PYTHONPATH=os.pathsep.join(filter(None, [str(fake / "site"), os.environ.get("PYTHONPATH")])))
-    grid = ["--command", "python fake.py --checkpoint-every 1 --sleep 600", "--env-ids", "EnvA-v0", "--seeds", 1,
-            "--out", "out", "--status-every", 0.3]
-    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    grid = [
+        "--command",
+        "python fake.py --checkpoint-every 1 --sleep 600",
+        "--env-ids",
+        "EnvA-v0",
+        "--seeds",
+        1,
+        "--out",
+        "out",
+        "--status-every",
+        0.3,
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, str(RUNNER), *map(str, grid)],
+        cwd=fake,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
+
     def sampled_and_saved():
         samples = (states(fake / "out").get(("EnvA-v0", 1), {}).get("load_1min") or {}).get("samples", 0)
         return samples >= 2 and list(fake.glob("runs/*/fake.pt"))
@@ -269,16 +348,25 @@ def test_the_state_records_the_cpu_and_the_load_over_every_part_of_a_resumed_run
     assert (first["cpu_model"], first["cores"]) == (expected_cpu_model(), os.cpu_count())
     assert first["threads"] == len(os.sched_getaffinity(0))  # one worker: all the cores
 
-    proc = subprocess.run([sys.executable, str(RUNNER), *map(str, grid + ["--threads", 1])], cwd=fake, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(RUNNER), *map(str, grid + ["--threads", 1])],
+        cwd=fake,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert_ok(proc)
     done = states(fake / "out")[("EnvA-v0", 1)]
     assert done["status"] == "done" and done["resumed_from"]  # the second part of the same run
     n = done["load_1min"]["samples"]
     n2 = n - n1
     assert n2 >= 1  # at least the sample at its end
-    assert done["load_1min"] == {"mean": pytest.approx((n1 * (n1 + 1) / 2 + n2 * (n2 + 1) / 2) / n),
-                                 "max": max(n1, n2), "samples": n}
+    assert done["load_1min"] == {
+        "mean": pytest.approx((n1 * (n1 + 1) / 2 + n2 * (n2 + 1) / 2) / n),
+        "max": max(n1, n2),
+        "samples": n,
+    }
     assert (done["cpu_model"], done["cores"], done["threads"]) == (expected_cpu_model(), os.cpu_count(), 1)
 
 
@@ -287,8 +375,18 @@ def test_a_closed_terminal_stops_the_runs_as_ctrl_c_does(fake):
     recorded as interrupted, with its folder, rather than left running unrecorded."""
     import pty
 
-    argv = [sys.executable, str(RUNNER), "--command", "python fake.py --checkpoint-every 1 --sleep 600", "--env-ids",
-            "EnvA-v0", "--seeds", "1", "--out", "out"]
+    argv = [
+        sys.executable,
+        str(RUNNER),
+        "--command",
+        "python fake.py --checkpoint-every 1 --sleep 600",
+        "--env-ids",
+        "EnvA-v0",
+        "--seeds",
+        "1",
+        "--out",
+        "out",
+    ]
     here = os.getcwd()
     pid, terminal = pty.fork()
     if pid == 0:  # the runner, in a new session whose terminal is the pty
@@ -299,8 +397,13 @@ def test_a_closed_terminal_stops_the_runs_as_ctrl_c_does(fake):
             os._exit(127)
     assert os.getcwd() == here
     deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
-    while not (list(fake.glob("runs/*/fake.pt")) and "fake run" in "".join(
-            p.read_text() for p in (fake / "out").glob("*.log"))) and time.time() < deadline:
+    while (
+        not (
+            list(fake.glob("runs/*/fake.pt"))
+            and "fake run" in "".join(p.read_text() for p in (fake / "out").glob("*.log"))
+        )
+        and time.time() < deadline
+    ):
         time.sleep(0.1)
     os.close(terminal)  # hang up
     _, status = os.waitpid(pid, 0)
@@ -318,8 +421,14 @@ def test_runs_of_a_killed_runner_are_not_started_twice(fake):
     """A runner killed outright (SIGKILL) leaves its runs going: another runner on the same --out skips them while
     they run, rather than start or continue a second copy."""
     grid = ["--command", "python fake.py --sleep 600", "--env-ids", "EnvA-v0", "--seeds", 1, "--out", "out"]
-    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=test_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(RUNNER), *map(str, grid)],
+        cwd=fake,
+        env=test_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
     while not (states(fake / "out").get(("EnvA-v0", 1), {}).get("pid") and calls(fake)) and time.time() < deadline:
         time.sleep(0.1)
@@ -333,10 +442,12 @@ def test_runs_of_a_killed_runner_are_not_started_twice(fake):
     finally:
         os.kill(pid, signal.SIGKILL)
     deadline = time.time() + 60
-    while Path(f"/proc/{pid}/cmdline").exists() and Path(f"/proc/{pid}/cmdline").read_bytes():  # dead or a zombie
+    # dead or a zombie
+    while Path(f"/proc/{pid}/cmdline").exists() and Path(f"/proc/{pid}/cmdline").read_bytes():
         assert time.time() < deadline
         time.sleep(0.1)
-    assert run_runner(fake, *grid, "--dry-run").stdout.count("would run") == 1  # gone: it runs again
+    # gone: it runs again
+    assert run_runner(fake, *grid, "--dry-run").stdout.count("would run") == 1
 
 
 def test_two_runs_in_one_folder_are_refused_and_whitespace_is_no_new_run(fake):
@@ -344,22 +455,29 @@ def test_two_runs_in_one_folder_are_refused_and_whitespace_is_no_new_run(fake):
     end and refuses it to the other (a failed run, with the reason), so no report mixes two runs' scalars."""
     arm = ["--env-ids", "EnvA-v0", "--seeds", 1, "--out", "out"]
     both = ["--command", "python fake.py --same-folder 1 --sleep 1", *arm]
-    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, both)], cwd=fake, env=test_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(RUNNER), *map(str, both)],
+        cwd=fake,
+        env=test_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     other = run_runner(fake, "--command", "python fake.py --same-folder 1 --sleep 1 --tag b", *arm)
     first_out, _ = proc.communicate(timeout=60)
     assert sorted([proc.returncode, other.returncode]) == [0, 1], first_out + other.stdout
     st = [json.loads(p.read_text()) for p in (fake / "out").glob("*.json")]
     assert sorted(d["status"] for d in st) == ["done", "failed"]
     done, failed = sorted(st, key=lambda d: d["status"])
-    folder = (fake / "stamp_1.txt").read_text()[len("runs/"):]
+    folder = (fake / "stamp_1.txt").read_text()[len("runs/") :]
     assert done["run_names"] == [folder] and failed["run_names"] == []
     assert failed["error"].startswith(f"its run folder runs/{folder} is recorded for another run")
     assert "two runs wrote into one folder" in (first_out + other.stdout)
     # the same command with other spaces is the same run: done, not run again
     n = len(calls(fake))
     cmd = done["command"].replace(" ", "   ")
-    (fake / "out" / "zz.json").write_text("{half a state")  # and a corrupt state file: one line, then on
+    # and a corrupt state file: one line, then on
+    (fake / "out" / "zz.json").write_text("{half a state")
     proc = run_runner(fake, "--command", cmd, *arm)
     assert "1 already done" in proc.stdout and len(calls(fake)) == n
     assert proc.stderr.startswith("run.py: warning: skip out/zz.json: not a state file (")
@@ -367,36 +485,62 @@ def test_two_runs_in_one_folder_are_refused_and_whitespace_is_no_new_run(fake):
 
 
 def test_second_ctrl_c_kills_at_once_in_one_line(fake):
-    grid = ["--command", "python fake.py --sleep 600 --stubborn 1", "--env-ids", "EnvA-v0", "--seeds", 1,
-            "--out", "out", "--grace", 600]
-    proc = subprocess.Popen([sys.executable, str(RUNNER), *map(str, grid)], cwd=fake, env=test_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    grid = [
+        "--command",
+        "python fake.py --sleep 600 --stubborn 1",
+        "--env-ids",
+        "EnvA-v0",
+        "--seeds",
+        1,
+        "--out",
+        "out",
+        "--grace",
+        600,
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, str(RUNNER), *map(str, grid)],
+        cwd=fake,
+        env=test_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     log = lambda: "".join(p.read_text() for p in (fake / "out").glob("*.log"))  # noqa: E731
     deadline = time.time() + 60  # safety nets against a hang, not timing assertions
     while "started" not in log() and time.time() < deadline:
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    while "fake got SIGINT" not in log() and time.time() < deadline:  # the run ignores it: the runner waits
+    # the run ignores it: the runner waits
+    while "fake got SIGINT" not in log() and time.time() < deadline:
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stdout + stderr
     assert "Traceback" not in stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 2 and lines[0].startswith("interrupted") and lines[1] == "second interrupt: killing 1 run(s) now"
+    assert (
+        len(lines) == 2 and lines[0].startswith("interrupted") and lines[1] == "second interrupt: killing 1 run(s) now"
+    )
 
 
 def test_error_line_of_a_failed_run(tmp_path):
     sys.path.insert(0, str(REPO / "benchmark"))
     runner = load_script("benchmark/run.py")
     log = tmp_path / "a.log"
-    proc = subprocess.run([sys.executable, str(REPO / "ppo.py"), "--learning-rat", "1"], capture_output=True,
-                          text=True, cwd=tmp_path, env=test_env())
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "ppo.py"), "--learning-rat", "1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=test_env(),
+    )
     assert proc.returncode == 2
     log.write_text("$ python ppo.py\n" + proc.stdout + proc.stderr)
-    assert runner.error_line(log) == "Unrecognized options: --learning-rat, 1"  # tyro's box: its message
+    # tyro's box: its message
+    assert runner.error_line(log) == "Unrecognized options: --learning-rat, 1"
     box = "╭─ Unrecognized options ─────╮\n│ Unrecognized options: --x │\n│ ────────────────────────── │\n╰───╯\n"
-    log.write_text("$ python other.py\n" + box)  # another program's tyro box: its message, not its border
+    # another program's tyro box: its message, not its border
+    log.write_text("$ python other.py\n" + box)
     assert runner.error_line(log) == "Unrecognized options: --x"
     log.write_text("step 1\nTraceback (most recent call last):\n  File x\nValueError: bad\n")
     assert runner.error_line(log) == "ValueError: bad"
@@ -421,26 +565,55 @@ def test_slurm_dry_run_prints_the_batch_script_of_the_runs_not_done(fake):
     cluster flags and extra lines as #SBATCH lines after the template's, the template's commands after them; the
     script is valid bash; nothing is written or submitted."""
     grid = ["--command", "python fake.py", "--env-ids", "EnvA-v0", "EnvB-v0", "--seeds", 1, 2, "--out", "out"]
-    assert_ok(run_runner(fake, *grid[:-2], "--seeds", 1, "--env-ids", "EnvA-v0", "--out", "out"))  # one run done
-    (fake / "site.sh").write_text("#!/bin/bash -l\n#SBATCH --qos=low\n#SBATCH --partition=site\n\n"
-                                  "module load python\n")
+    # one run done
+    assert_ok(run_runner(fake, *grid[:-2], "--seeds", 1, "--env-ids", "EnvA-v0", "--out", "out"))
+    (fake / "site.sh").write_text("#!/bin/bash -l\n#SBATCH --qos=low\n#SBATCH --partition=site\n\nmodule load python\n")
     before = sorted(p.name for p in (fake / "out").iterdir())
-    proc = run_runner(fake, *grid, "--slurm", "--dry-run", "--workers", 2, "--partition", "cpu", "--time", "01:00:00",
-                      "--cpus-per-task", 2, "--gpus-per-task", 1, "--account", "rl", "--sbatch", "mem=4G",
-                      "--sbatch=--constraint=avx2", "--slurm-template", "site.sh")
+    proc = run_runner(
+        fake,
+        *grid,
+        "--slurm",
+        "--dry-run",
+        "--workers",
+        2,
+        "--partition",
+        "cpu",
+        "--time",
+        "01:00:00",
+        "--cpus-per-task",
+        2,
+        "--gpus-per-task",
+        1,
+        "--account",
+        "rl",
+        "--sbatch",
+        "mem=4G",
+        "--sbatch=--constraint=avx2",
+        "--slurm-template",
+        "site.sh",
+    )
     assert_ok(proc)
     assert "4 runs (2 envs x 2 seeds), 1 already done, 0 queued or running in Slurm" in proc.stdout
-    script = proc.stdout[proc.stdout.index("#!"):]
+    script = proc.stdout[proc.stdout.index("#!") :]
     lines = script.splitlines()
     assert lines[:3] == ["#!/bin/bash -l", "#SBATCH --qos=low", "#SBATCH --partition=site"]
     tasks = [line for line in lines if line.startswith("#   task ")]
     assert tasks == ["#   task 0: EnvA-v0 seed 2", "#   task 1: EnvB-v0 seed 1", "#   task 2: EnvB-v0 seed 2"]
     ours = [line for line in lines[3:] if line.startswith("#SBATCH ")]
-    assert ours == ["#SBATCH --job-name=fake", "#SBATCH --array=0-2%2",
-                    f"#SBATCH --output={(fake / 'out' / 'slurm').resolve()}/%A_%a.out", "#SBATCH --open-mode=append",
-                    "#SBATCH --requeue", "#SBATCH --partition=cpu", "#SBATCH --account=rl", "#SBATCH --time=01:00:00",
-                    "#SBATCH --cpus-per-task=2", "#SBATCH --gpus-per-task=1", "#SBATCH --mem=4G",
-                    "#SBATCH --constraint=avx2"]
+    assert ours == [
+        "#SBATCH --job-name=fake",
+        "#SBATCH --array=0-2%2",
+        f"#SBATCH --output={(fake / 'out' / 'slurm').resolve()}/%A_%a.out",
+        "#SBATCH --open-mode=append",
+        "#SBATCH --requeue",
+        "#SBATCH --partition=cpu",
+        "#SBATCH --account=rl",
+        "#SBATCH --time=01:00:00",
+        "#SBATCH --cpus-per-task=2",
+        "#SBATCH --gpus-per-task=1",
+        "#SBATCH --mem=4G",
+        "#SBATCH --constraint=avx2",
+    ]
     commands = [line for line in lines if line.strip() and not line.startswith("#")]
     assert commands[0] == "module load python" and lines.index(commands[0]) > lines.index(ours[-1])
     assert commands[1].startswith(f"exec {sys.executable} {RUNNER} --slurm-task {(fake / 'out' / 'slurm').resolve()}/")
@@ -457,10 +630,16 @@ def test_slurm_runner_records_how_sacct_says_ended_tasks_ended(fake):
     with Slurm's state; a run whose task recorded its end keeps it and gets Slurm's state beside it."""
     bin_ = fake / "bin"
     bin_.mkdir()
-    for name, body in (("sbatch", "echo 7"), ("squeue", "true"),
-                       ("sacct", 'echo "$*" >> sacct_calls.txt\ncase " $* " in *" --completion "*) exit 1;; esac\n'
-                                 '[ -f sacct.txt ] && exec cat sacct.txt\n'
-                                 'echo "Slurm accounting storage is disabled" >&2; exit 1')):
+    for name, body in (
+        ("sbatch", "echo 7"),
+        ("squeue", "true"),
+        (
+            "sacct",
+            'echo "$*" >> sacct_calls.txt\ncase " $* " in *" --completion "*) exit 1;; esac\n'
+            "[ -f sacct.txt ] && exec cat sacct.txt\n"
+            'echo "Slurm accounting storage is disabled" >&2; exit 1',
+        ),
+    ):
         (bin_ / name).write_text(f"#!/bin/bash\n{body}\n")
         (bin_ / name).chmod(0o755)
     path = f"{bin_}:{os.environ['PATH']}"
@@ -469,8 +648,10 @@ def test_slurm_runner_records_how_sacct_says_ended_tasks_ended(fake):
     assert_ok(proc)
     assert "submitted Slurm job 7: 3 array tasks" in proc.stdout
     # what the tasks left: task 0 killed while its run went on, task 1 recorded its run interrupted, task 2 never ran
-    left = {1: dict(status="running", slurm_job="7_0", slurm_job_id="8"),
-            2: dict(status="interrupted", slurm_job="7_1", slurm_job_id="7", returncode=143, error="stopped")}
+    left = {
+        1: dict(status="running", slurm_job="7_0", slurm_job_id="8"),
+        2: dict(status="interrupted", slurm_job="7_1", slurm_job_id="7", returncode=143, error="stopped"),
+    }
     for file in (fake / "out").glob("*.json"):
         state = json.loads(file.read_text())
         file.write_text(json.dumps(dict(state, **left.get(state["seed"], {}))))
@@ -479,11 +660,15 @@ def test_slurm_runner_records_how_sacct_says_ended_tasks_ended(fake):
     proc = run_tool("run.py", *grid, "--dry-run", cwd=fake, PATH=path)
     assert_ok(proc)
     assert " in Slurm (" not in proc.stdout and states(fake / "out") == before  # today's behaviour
-    assert (fake / "sacct_calls.txt").read_text().splitlines()[-1].endswith("--completion --jobs 8,7")  # tasks' own ids
+    # tasks' own ids
+    assert (fake / "sacct_calls.txt").read_text().splitlines()[-1].endswith("--completion --jobs 8,7")
 
-    (fake / "sacct.txt").write_text("7_0|TIMEOUT|0:0|2026-11-25T10:00:00\n"
-                                    "7_1|CANCELLED by 1000|0:15|2026-11-25T10:00:01\n"
-                                    "7_[2-4%2]|CANCELLED by 1000|0:0|Unknown\n")  # the tasks that never started
+    (fake / "sacct.txt").write_text(
+        "7_0|TIMEOUT|0:0|2026-11-25T10:00:00\n"
+        "7_1|CANCELLED by 1000|0:15|2026-11-25T10:00:01\n"
+        # the tasks that never started
+        "7_[2-4%2]|CANCELLED by 1000|0:0|Unknown\n"
+    )
     proc = run_tool("run.py", *grid, "--dry-run", cwd=fake, PATH=path)
     assert_ok(proc)
     lines = [line for line in proc.stdout.splitlines() if " in Slurm (" in line]
@@ -492,29 +677,39 @@ def test_slurm_runner_records_how_sacct_says_ended_tasks_ended(fake):
         "EnvA-v0 seed 1",
         "  interrupted in Slurm (CANCELLED, task 7_1, exit 0:15): EnvA-v0 seed 2",
         "  interrupted in Slurm (CANCELLED, task 7_2, exit 0:0; the task ended before its run recorded its end): "
-        "EnvA-v0 seed 3"], proc.stdout
+        "EnvA-v0 seed 3",
+    ], proc.stdout
     after = states(fake / "out")
-    assert [(after[("EnvA-v0", seed)]["status"], after[("EnvA-v0", seed)]["slurm_state"],
-             after[("EnvA-v0", seed)].get("returncode")) for seed in (1, 2, 3)] == [
-        ("interrupted", "TIMEOUT", None), ("interrupted", "CANCELLED", 143), ("interrupted", "CANCELLED", None)]
+    assert [
+        (
+            after[("EnvA-v0", seed)]["status"],
+            after[("EnvA-v0", seed)]["slurm_state"],
+            after[("EnvA-v0", seed)].get("returncode"),
+        )
+        for seed in (1, 2, 3)
+    ] == [("interrupted", "TIMEOUT", None), ("interrupted", "CANCELLED", 143), ("interrupted", "CANCELLED", None)]
     assert after[("EnvA-v0", 1)]["error"] == (
         "the Slurm task 7_0 ended TIMEOUT (exit code 0:0) before it recorded how its run ended"
     )
     assert after[("EnvA-v0", 2)]["error"] == "stopped"
-    assert (fake / "sacct_calls.txt").read_text().splitlines()[-1].endswith("--jobs 7")  # by job array
+    # by job array
+    assert (fake / "sacct_calls.txt").read_text().splitlines()[-1].endswith("--jobs 7")
 
 
-@pytest.mark.parametrize("tool, shown", [
-    ("run.py", ["--seeds: (default: 1 2 3)", "--grace: (default: 30.0)", "--threads: (default: cores // workers"]),
-    ("report.py", ["--std: (default: population)", "--reference: (default: benchmark/reference.csv)"]),
-])
+@pytest.mark.parametrize(
+    "tool, shown",
+    [
+        ("run.py", ["--seeds: (default: 1 2 3)", "--grace: (default: 30.0)", "--threads: (default: cores // workers"]),
+        ("report.py", ["--std: (default: population)", "--reference: (default: benchmark/reference.csv)"]),
+    ],
+)
 def test_help_names_each_default_once(tool, shown):
     """--help: every option's default appears once, either as the help's own words or as argparse's "(default: X)",
     and no option says "(default: None)"."""
     proc = run_tool(tool, "--help")
     assert_ok(proc)
     options, name = {}, None
-    for line in proc.stdout[proc.stdout.index("options:"):].splitlines()[1:]:
+    for line in proc.stdout[proc.stdout.index("options:") :].splitlines()[1:]:
         if line.startswith("  -"):
             name = line.split()[0].rstrip(",")
         options[name] = options.get(name, "") + " " + line.strip()
@@ -528,6 +723,7 @@ def test_help_names_each_default_once(tool, shown):
 
 
 # ---------------------------------------------------------------------------------------------- report.py
+
 
 def write_run(runs, env_id, exp_name, seed, stamp, total, returns, sps, wall, last_step=None, t0=1000.0, args=None):
     """A run folder as a ppo*.py script writes it: hyperparameters text, episodic returns spread evenly over
@@ -546,8 +742,12 @@ def write_run(runs, env_id, exp_name, seed, stamp, total, returns, sps, wall, la
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in params.items()))
     writer.add_scalar("charts/SPS", sps[0], last_step // 2, walltime=t0)
     for i, r in enumerate(returns):
-        writer.add_scalar("charts/episodic_return", r, last_step * (i + 1) // len(returns),
-                          walltime=t0 + wall * (i + 1) / (len(returns) + 1))
+        writer.add_scalar(
+            "charts/episodic_return",
+            r,
+            last_step * (i + 1) // len(returns),
+            walltime=t0 + wall * (i + 1) / (len(returns) + 1),
+        )
     writer.add_scalar("charts/SPS", sps[1], last_step, walltime=t0 + wall)
     writer.close()
 
@@ -581,12 +781,16 @@ def fake_runs(tmp_path_factory):
     rng = np.random.default_rng(0)
     expected = {}
     for seed in (1, 2, 3):
-        returns = np.concatenate([np.full(10, 1000.0), rng.uniform(0, 100 * seed, 20)])  # the first 10 must not count
+        # the first 10 must not count
+        returns = np.concatenate([np.full(10, 1000.0), rng.uniform(0, 100 * seed, 20)])
         expected[seed] = dict(ret=returns[-20:].mean(), sps=100.0 * seed, wall=10.0 * seed)
         write_run(runs, "CartPole-v1", "ppo", seed, 2000 + seed, 500000, returns, (5.0, 100.0 * seed), 10.0 * seed)
-    write_run(runs, "CartPole-v1", "ppo", 1, 1000, 500000, np.zeros(30), (1.0, 1.0), 5.0)  # older run of seed 1
-    write_run(runs, "CartPole-v1", "ppo", 4, 3000, 500000, np.zeros(30), (1.0, 1.0), 5.0, last_step=1000)  # stopped
-    write_run(runs, "CartPole-v1", "ppo", 1, 4000, 1000, np.array([7.0, 9.0]), (3.0, 4.0), 2.0)  # another budget
+    # older run of seed 1
+    write_run(runs, "CartPole-v1", "ppo", 1, 1000, 500000, np.zeros(30), (1.0, 1.0), 5.0)
+    # stopped
+    write_run(runs, "CartPole-v1", "ppo", 4, 3000, 500000, np.zeros(30), (1.0, 1.0), 5.0, last_step=1000)
+    # another budget
+    write_run(runs, "CartPole-v1", "ppo", 1, 4000, 1000, np.array([7.0, 9.0]), (3.0, 4.0), 2.0)
     write_run(runs, "ALE/Pong-v5", "ppo_atari_envpool", 1, 5000, 2000, np.array([-21.0, -20.0]), (3.0, 4.0), 2.0)
     return runs, expected
 
@@ -596,7 +800,7 @@ def test_report_table_numbers(fake_runs, tmp_path):
     proc = run_report(tmp_path, "--runs", runs, "--out", tmp_path / "results" / "cc", "--note", "Command: test")
     assert_ok(proc)
     text = (tmp_path / "results" / "cc.md").read_text()
-    assert text == proc.stdout[proc.stdout.index("# "):]
+    assert text == proc.stdout[proc.stdout.index("# ") :]
     assert "Command: test" in text
     assert "population std, ddof=0" in text
     rets = [expected[s]["ret"] for s in (1, 2, 3)]
@@ -610,9 +814,12 @@ def test_report_table_numbers(fake_runs, tmp_path):
     row = table_row(text, "CartPole-v1", "ppo.py total_timesteps=1000", "1k")
     assert row[3:7] == ["1 (1)", "8.00 (last 2 ep.)", "4", "2 s"]  # 2 episodes, not "last 20"
     assert row[7] == "492.40 ± 13.05 @500k"  # the default settings but the steps
-    assert [cells[:2] for cells in main_table(text)] == [  # by env; the arm with the reference settings first
-        ["ALE/Pong-v5", "ppo_atari_envpool.py"], ["CartPole-v1", "ppo.py total_timesteps=500000"],
-        ["CartPole-v1", "ppo.py total_timesteps=1000"]]
+    # by env; the arm with the reference settings first
+    assert [cells[:2] for cells in main_table(text)] == [
+        ["ALE/Pong-v5", "ppo_atari_envpool.py"],
+        ["CartPole-v1", "ppo.py total_timesteps=500000"],
+        ["CartPole-v1", "ppo.py total_timesteps=1000"],
+    ]
     assert table_row(text, "ALE/Pong-v5", "ppo_atari_envpool.py", "2k")[3:5] == ["1 (1)", "-20.50 (last 2 ep.)"]
     # the per-run table lists every run, the left-out ones with the reason; the header counts them all
     assert f"Runs: 7 from `{runs}` (2 of them left out of the tables, see Runs), logged " in text
@@ -623,7 +830,8 @@ def test_report_table_numbers(fake_runs, tmp_path):
 
     proc = run_report(tmp_path, "--runs", runs, "--std", "sample", "--include", "__[23]__")
     assert_ok(proc)
-    row = table_row(proc.stdout, "CartPole-v1", "ppo.py", "500k")  # one arm left: labelled by its script
+    # one arm left: labelled by its script
+    row = table_row(proc.stdout, "CartPole-v1", "ppo.py", "500k")
     assert row[3] == "2 (2,3)"
     assert row[4] == f"{np.mean(rets[1:]):.2f} ± {np.std(rets[1:], ddof=1):.2f}"
     assert "sample std, ddof=1" in proc.stdout
@@ -638,7 +846,8 @@ def test_report_plots_are_png(fake_runs, tmp_path):
     assert sorted(p.name for p in pngs) == ["ALE_Pong-v5.png", "CartPole-v1.png"]
     for png in pngs:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        height, width = plt.imread(png).shape[:2]  # 6 x 4 in at 100 dpi, trimmed, plus the legend under the axes
+        # 6 x 4 in at 100 dpi, trimmed, plus the legend under the axes
+        height, width = plt.imread(png).shape[:2]
         assert 450 <= width <= 650 and 400 <= height <= 600, (width, height)
     text = (tmp_path / "cc.md").read_text()
     assert "![CartPole-v1](cc/CartPole-v1.png)" in text and "![ALE/Pong-v5](cc/ALE_Pong-v5.png)" in text
@@ -646,8 +855,9 @@ def test_report_plots_are_png(fake_runs, tmp_path):
 
 def state(status, seed, run_names=(), command="python ppo.py", env_id="CartPole-v1", **fields):
     """A state file of benchmark/run.py, as its content."""
-    return json.dumps(dict(status=status, command=command, env_id=env_id, seed=seed, run_names=list(run_names),
-                           **fields))
+    return json.dumps(
+        dict(status=status, command=command, env_id=env_id, seed=seed, run_names=list(run_names), **fields)
+    )
 
 
 def test_report_sweep_picks_the_runner_runs_and_lists_failed_and_missing_ones(fake_runs, tmp_path):
@@ -668,9 +878,11 @@ def test_report_sweep_picks_the_runner_runs_and_lists_failed_and_missing_ones(fa
     # seeds 2 and 3 of the 4 the command asked for
     assert table_row(proc.stdout, "CartPole-v1", "ppo.py", "500k")[3] == "2 of 4 (2,3)"
     assert "1k" not in proc.stdout and "Pong" not in proc.stdout
-    failed = proc.stdout[proc.stdout.index("## Failed and missing runs"):]
-    assert table_row(failed, "CartPole-v1", "1")[2:4] == ["`python ppo.py`",
-                                                           "failed (exit 2): Unrecognized options: --learning-rat"]
+    failed = proc.stdout[proc.stdout.index("## Failed and missing runs") :]
+    assert table_row(failed, "CartPole-v1", "1")[2:4] == [
+        "`python ppo.py`",
+        "failed (exit 2): Unrecognized options: --learning-rat",
+    ]
     assert table_row(failed, "CartPole-v1", "4")[3] == "not finished (pending)"
     assert "CartPole-v1 | 2 |" not in failed
 
@@ -733,13 +945,24 @@ def test_resume_and_a_flag_older_runs_do_not_record_make_no_arm(tmp_path):
     for seed, extra in ((1, {"compile": None}), (2, {"resume": "runs/x/ppo.pt"}), (3, {})):
         settings = {k: v for k, v in {**args, **extra}.items() if v is not None}
         write_run(runs, "CartPole-v1", "ppo", seed, 2000, 1000, [100.0 * seed] * 3, (1.0, 2.0), 1.0, args=settings)
-    write_run(runs, "CartPole-v1", "ppo", 1, "2000-2", 1000, [500.0] * 3, (1.0, 2.0), 1.0,
-              args={**args, "learning_rate": "0.001"})
+    write_run(
+        runs,
+        "CartPole-v1",
+        "ppo",
+        1,
+        "2000-2",
+        1000,
+        [500.0] * 3,
+        (1.0, 2.0),
+        1.0,
+        args={**args, "learning_rate": "0.001"},
+    )
     proc = run_report(tmp_path, "--runs", runs)
     assert_ok(proc)
     assert [(cells[1], cells[3], cells[4]) for cells in main_table(proc.stdout)] == [
         ("ppo.py learning_rate=0.00025", "3 (1,2,3)", f"200.00 ± {np.std([100, 200, 300]):.2f} (last 3 ep.)"),
-        ("ppo.py learning_rate=0.001", "1 (1)", "500.00 (last 3 ep.)")]
+        ("ppo.py learning_rate=0.001", "1 (1)", "500.00 (last 3 ep.)"),
+    ]
 
 
 def test_report_compares_two_arms_with_the_same_seeds(tmp_path):
@@ -751,41 +974,63 @@ def test_report_compares_two_arms_with_the_same_seeds(tmp_path):
     sys.path.insert(0, str(REPO / "benchmark"))
     report = load_script("benchmark/report.py")
     runs = tmp_path / "runs"
-    returns = {("CartPole-v1", "0.00025"): [100.0, 150.0, 120.0], ("CartPole-v1", "0.001"): [300.0, 250.0, 400.0],
-               ("Acrobot-v1", "0.00025"): [-200.0, -150.0, -100.0], ("Acrobot-v1", "0.001"): [-90.0, -180.0, -85.0]}
+    returns = {
+        ("CartPole-v1", "0.00025"): [100.0, 150.0, 120.0],
+        ("CartPole-v1", "0.001"): [300.0, 250.0, 400.0],
+        ("Acrobot-v1", "0.00025"): [-200.0, -150.0, -100.0],
+        ("Acrobot-v1", "0.001"): [-90.0, -180.0, -85.0],
+    }
     for (env_id, lr), values in returns.items():
         for seed, value in zip((1, 2, 3), values):
-            write_run(runs, env_id, "ppo", seed, f"2000{'-2' * (lr == '0.001')}", 1000, [value] * 3, (1.0, 2.0), 1.0,
-                      args={"script": "ppo.py", "learning_rate": lr, "num_envs": 4})
+            write_run(
+                runs,
+                env_id,
+                "ppo",
+                seed,
+                f"2000{'-2' * (lr == '0.001')}",
+                1000,
+                [value] * 3,
+                (1.0, 2.0),
+                1.0,
+                args={"script": "ppo.py", "learning_rate": lr, "num_envs": 4},
+            )
     proc = run_report(tmp_path, "--runs", runs, "--reps", 2000, "--rliable-reps", 500)
     assert_ok(proc)
     text = proc.stdout
     assert [cells[:2] for cells in main_table(text)] == [
-        ["Acrobot-v1", "ppo.py learning_rate=0.00025"], ["Acrobot-v1", "ppo.py learning_rate=0.001"],
-        ["CartPole-v1", "ppo.py learning_rate=0.00025"], ["CartPole-v1", "ppo.py learning_rate=0.001"]]
+        ["Acrobot-v1", "ppo.py learning_rate=0.00025"],
+        ["Acrobot-v1", "ppo.py learning_rate=0.001"],
+        ["CartPole-v1", "ppo.py learning_rate=0.00025"],
+        ["CartPole-v1", "ppo.py learning_rate=0.001"],
+    ]
     for (env_id, lr), values in returns.items():
         row = table_row(text, env_id, f"ppo.py learning_rate={lr}")
         assert row[3:5] == ["3 (1,2,3)", f"{np.mean(values):.2f} ± {np.std(values):.2f} (last 3 ep.)"]
-        assert (row[7] == "—") == (lr == "0.001")  # the reference figures: the default learning rate's arm only
+        # the reference figures: the default learning rate's arm only
+        assert (row[7] == "—") == (lr == "0.001")
     for env_id in ("CartPole-v1", "Acrobot-v1"):
-        part = text[text.index(f"### {env_id}"):]
+        part = text[text.index(f"### {env_id}") :]
         a, b = returns[(env_id, "0.00025")], returns[(env_id, "0.001")]
         diff, lo, hi = report.bootstrap_diff_ci(a, b, reps=2000)
         assert diff == pytest.approx(np.mean(b) - np.mean(a))
         row = table_row(part, "ppo.py learning_rate=0.001")
         assert row[3] == f"{diff:+.2f} [{lo:+.2f}, {hi:+.2f}]"
         assert row[4].startswith("cannot tell" if lo <= 0 <= hi else "higher: a hint only, too few seeds")
-    assert "cannot tell: the CI includes 0 (3 seeds are too few)" in text  # Acrobot: the arms overlap
+    # Acrobot: the arms overlap
+    assert "cannot tell: the CI includes 0 (3 seeds are too few)" in text
     # rliable: P(0.001 improves on 0.00025) = per env the share of pairs of runs it wins, averaged over envs
-    wins = [np.mean([x > y for x in returns[(e, "0.001")] for y in returns[(e, "0.00025")]])
-            for e in ("CartPole-v1", "Acrobot-v1")]
-    agg = text[text.index("## Over all envs"):]
+    wins = [
+        np.mean([x > y for x in returns[(e, "0.001")] for y in returns[(e, "0.00025")]])
+        for e in ("CartPole-v1", "Acrobot-v1")
+    ]
+    agg = text[text.index("## Over all envs") :]
     assert table_row(agg, "ppo.py learning_rate=0.001")[2].startswith(f"{np.mean(wins):.2f} [")
     normalized = []
     for e in ("CartPole-v1", "Acrobot-v1"):
         both = returns[(e, "0.00025")] + returns[(e, "0.001")]
         normalized += [(x - min(both)) / (max(both) - min(both)) for x in returns[(e, "0.001")]]
-    iqm = np.mean(sorted(normalized)[1:-1])  # 6 scores: a 25% trimmed mean drops int(1.5) = 1 at each end
+    # 6 scores: a 25% trimmed mean drops int(1.5) = 1 at each end
+    iqm = np.mean(sorted(normalized)[1:-1])
     assert table_row(agg, "ppo.py learning_rate=0.001")[1].startswith(f"{iqm:.2f} [")
 
     # without rliable: the same report, its aggregate section one line saying what is missing
@@ -793,7 +1038,7 @@ def test_report_compares_two_arms_with_the_same_seeds(tmp_path):
     (tmp_path / "no_rliable" / "rliable" / "__init__.py").write_text("raise ImportError('not installed here')\n")
     proc = run_tool("report.py", "--runs", runs, "--reps", 2000, cwd=tmp_path, PYTHONPATH=str(tmp_path / "no_rliable"))
     assert_ok(proc)
-    assert proc.stdout[:proc.stdout.index("## Over all envs")] == text[:text.index("## Over all envs")]
+    assert proc.stdout[: proc.stdout.index("## Over all envs")] == text[: text.index("## Over all envs")]
     assert (
         "IQM and probability of improvement: not computed: rliable cannot be imported (not installed here); "
         "pip install rliable (the plot extra)."
@@ -803,8 +1048,11 @@ def test_report_compares_two_arms_with_the_same_seeds(tmp_path):
 def under_tables(text):
     """The first line after each Markdown table of a report (None for a table that ends the text)."""
     lines = text.splitlines() + [""]
-    return [next((line for line in lines[i + 1:] if line), None) for i in range(len(lines) - 1)
-            if lines[i].startswith("|") and not lines[i + 1].startswith("|")]
+    return [
+        next((line for line in lines[i + 1 :] if line), None)
+        for i in range(len(lines) - 1)
+        if lines[i].startswith("|") and not lines[i + 1].startswith("|")
+    ]
 
 
 def test_report_names_the_library_versions_under_the_runs_table(tmp_path):
@@ -817,19 +1065,44 @@ def test_report_names_the_library_versions_under_the_runs_table(tmp_path):
     v2 = dict(v1, torch="2.12.0")
     for lr, stamp in (("0.00025", 2000), ("0.001", 3000)):
         for seed in (1, 2):
-            write_run(runs, "CartPole-v1", "ppo", seed, stamp + seed, 1000, [100.0 * seed] * 3, (1.0, 2.0), 1.0,
-                      args={"script": "ppo.py", "learning_rate": lr, "versions": v2 if stamp + seed == 3002 else v1})
+            write_run(
+                runs,
+                "CartPole-v1",
+                "ppo",
+                seed,
+                stamp + seed,
+                1000,
+                [100.0 * seed] * 3,
+                (1.0, 2.0),
+                1.0,
+                args={"script": "ppo.py", "learning_rate": lr, "versions": v2 if stamp + seed == 3002 else v1},
+            )
     (runs / "CartPole-v1__ppo__2__3002" / "args.json").unlink()
-    write_run(runs, "CartPole-v1", "ppo", 3, 2003, 1000, [300.0] * 3, (1.0, 2.0), 1.0,  # older: no versions
-              args={"script": "ppo.py", "learning_rate": "0.00025"})
+    # older: no versions
+    write_run(
+        runs,
+        "CartPole-v1",
+        "ppo",
+        3,
+        2003,
+        1000,
+        [300.0] * 3,
+        (1.0, 2.0),
+        1.0,
+        args={"script": "ppo.py", "learning_rate": "0.00025"},
+    )
     grid = ["--runs", runs, "--reps", 100, "--rliable-reps", 100]
     proc = run_report(tmp_path, *grid)
     assert_ok(proc)
-    assert [row[1:4] for row in main_table(proc.stdout)] == [["ppo.py learning_rate=0.00025", "1k", "3 (1,2,3)"],
-                                                              ["ppo.py learning_rate=0.001", "1k", "2 (1,2)"]]
-    mixed = ("Libraries: mixed, {} sets: python 3.11.7, torch 2.13.0+cpu, gymnasium 1.4.0 (3 runs: "
-             "`CartPole-v1__ppo__1__2001`, `CartPole-v1__ppo__1__3001`, `CartPole-v1__ppo__2__2002`); "
-             "python 3.11.7, torch 2.12.0, gymnasium 1.4.0 (1 run: `CartPole-v1__ppo__2__3002`){}.")
+    assert [row[1:4] for row in main_table(proc.stdout)] == [
+        ["ppo.py learning_rate=0.00025", "1k", "3 (1,2,3)"],
+        ["ppo.py learning_rate=0.001", "1k", "2 (1,2)"],
+    ]
+    mixed = (
+        "Libraries: mixed, {} sets: python 3.11.7, torch 2.13.0+cpu, gymnasium 1.4.0 (3 runs: "
+        "`CartPole-v1__ppo__1__2001`, `CartPole-v1__ppo__1__3001`, `CartPole-v1__ppo__2__2002`); "
+        "python 3.11.7, torch 2.12.0, gymnasium 1.4.0 (1 run: `CartPole-v1__ppo__2__3002`){}."
+    )
     every = mixed.format(3, "; not recorded (1 run: `CartPole-v1__ppo__3__2003`)")
     assert libraries_lines(proc.stdout) == [every]
     assert under_tables(proc.stdout.split("\n## Runs\n")[1]) == [every]
@@ -858,14 +1131,24 @@ def test_report_names_the_libraries_once_and_has_no_rliable_section_with_no_arms
     for env_id, rates in arms.items():
         for stamp, lr in enumerate(rates, 2000):
             for seed in (1, 2):
-                write_run(runs, env_id, "ppo", seed, f"{stamp}-{seed}", 1000, [100.0 * seed] * 3, (1.0, 2.0), 1.0,
-                          args={"script": "ppo.py", "learning_rate": lr, "versions": versions})
+                write_run(
+                    runs,
+                    env_id,
+                    "ppo",
+                    seed,
+                    f"{stamp}-{seed}",
+                    1000,
+                    [100.0 * seed] * 3,
+                    (1.0, 2.0),
+                    1.0,
+                    args={"script": "ppo.py", "learning_rate": lr, "versions": versions},
+                )
     proc = run_report(tmp_path, "--runs", runs, "--reps", 100, "--rliable-reps", 100)
     assert_ok(proc)
     text = proc.stdout
     assert [line for line in text.splitlines() if line.startswith("### ")] == ["### Acrobot-v1", "### CartPole-v1"]
-    assert table_row(text[text.index("### Acrobot-v1"):], "ppo.py learning_rate=0.0005")[1] == "2"
-    assert table_row(text[text.index("### CartPole-v1"):], "ppo.py learning_rate=0.001")[1] == "2"
+    assert table_row(text[text.index("### Acrobot-v1") :], "ppo.py learning_rate=0.0005")[1] == "2"
+    assert table_row(text[text.index("### CartPole-v1") :], "ppo.py learning_rate=0.001")[1] == "2"
     library_line = "Libraries: python 3.11.7, torch 2.13.0+cpu, gymnasium 1.4.0."
     assert libraries_lines(text) == [library_line]
     assert under_tables(text.split("\n## Runs\n")[1]) == [library_line]
@@ -875,7 +1158,8 @@ def test_report_names_the_libraries_once_and_has_no_rliable_section_with_no_arms
 def log_part(folder, points, purge_step=None, target_reached=False):
     """One process of a run, as the scripts log it: its own events file in the run folder, with the scalars
     (tag, step, value, wall time) in their order; purge_step: a process that continues the run (--resume) from the
-    checkpoint of that step, whose events after it TensorBoard then hides; target_reached: the text of --target-return."""
+    checkpoint of that step, whose events after it TensorBoard then hides; target_reached: the text of
+    --target-return."""
     from torch.utils.tensorboard import SummaryWriter
 
     writer = SummaryWriter(str(folder), purge_step=purge_step)
@@ -900,46 +1184,114 @@ def test_report_thresholds_give_step_and_training_time_with_the_pauses_of_a_resu
     first, second = runs / "Pong-v5__ppo_atari_envpool__1__1000", runs / "Pong-v5__ppo_atari_envpool__2__2000"
     for folder, seed, total in ((first, 1, 10000), (second, 2, 500)):
         folder.mkdir(parents=True)
-        (folder / "args.json").write_text(json.dumps({
-            "script": "ppo_atari_envpool.py", "exp_name": "ppo_atari_envpool", "env_id": "Pong-v5", "seed": seed,
-            "total_timesteps": total, "target_return": 20.0}))
-    log_part(first, [("episodic_return", 50, -21, 1005), ("SPS", 100, 10, 1010), ("episodic_return", 150, 10, 1015),
-                     ("SPS", 200, 11, 1020), ("episodic_return", 250, 17, 1025), ("SPS", 300, 12, 1030),
-                     ("episodic_return", 350, 19, 1035), ("episodic_return", 380, 20, 1038), ("SPS", 400, 13, 1040),
-                     ("episodic_return", 420, 21, 1042)])
-    log_part(first, [("episodic_return", 430, 15, 5003), ("episodic_return", 470, 21, 5008), ("SPS", 500, 25, 5010),
-                     ("episodic_return", 540, 20, 5014), ("episodic_return", 580, 21, 5019), ("SPS", 600, 26, 5020),
-                     ("episodic_return", 640, 21, 5024), ("SPS", 700, 27, 5030)], purge_step=401, target_reached=True)
-    log_part(second, [("episodic_return", 100, 18, 2010), ("episodic_return", 200, 18, 2020), ("SPS", 250, 30, 2025),
-                      ("episodic_return", 300, 18, 2030), ("episodic_return", 400, 18, 2040),
-                      ("episodic_return", 500, 19, 2050), ("SPS", 500, 40, 2052)])
+        (folder / "args.json").write_text(
+            json.dumps(
+                {
+                    "script": "ppo_atari_envpool.py",
+                    "exp_name": "ppo_atari_envpool",
+                    "env_id": "Pong-v5",
+                    "seed": seed,
+                    "total_timesteps": total,
+                    "target_return": 20.0,
+                }
+            )
+        )
+    log_part(
+        first,
+        [
+            ("episodic_return", 50, -21, 1005),
+            ("SPS", 100, 10, 1010),
+            ("episodic_return", 150, 10, 1015),
+            ("SPS", 200, 11, 1020),
+            ("episodic_return", 250, 17, 1025),
+            ("SPS", 300, 12, 1030),
+            ("episodic_return", 350, 19, 1035),
+            ("episodic_return", 380, 20, 1038),
+            ("SPS", 400, 13, 1040),
+            ("episodic_return", 420, 21, 1042),
+        ],
+    )
+    log_part(
+        first,
+        [
+            ("episodic_return", 430, 15, 5003),
+            ("episodic_return", 470, 21, 5008),
+            ("SPS", 500, 25, 5010),
+            ("episodic_return", 540, 20, 5014),
+            ("episodic_return", 580, 21, 5019),
+            ("SPS", 600, 26, 5020),
+            ("episodic_return", 640, 21, 5024),
+            ("SPS", 700, 27, 5030),
+        ],
+        purge_step=401,
+        target_reached=True,
+    )
+    log_part(
+        second,
+        [
+            ("episodic_return", 100, 18, 2010),
+            ("episodic_return", 200, 18, 2020),
+            ("SPS", 250, 30, 2025),
+            ("episodic_return", 300, 18, 2030),
+            ("episodic_return", 400, 18, 2040),
+            ("episodic_return", 500, 19, 2050),
+            ("SPS", 500, 40, 2052),
+        ],
+    )
     sweep = tmp_path / "state"
     sweep.mkdir()
     command = "python ppo_atari_envpool.py --target-return 20"
-    (sweep / "a.json").write_text(state("done", 1, [first.name], command, "Pong-v5", cpu_model="AMD EPYC 7B13",
-                                        cores=2, threads=2, load_1min={"mean": 1.234, "max": 2.5, "samples": 7}))
+    (sweep / "a.json").write_text(
+        state(
+            "done",
+            1,
+            [first.name],
+            command,
+            "Pong-v5",
+            cpu_model="AMD EPYC 7B13",
+            cores=2,
+            threads=2,
+            load_1min={"mean": 1.234, "max": 2.5, "samples": 7},
+        )
+    )
     (sweep / "b.json").write_text(state("done", 2, [second.name], f"{command} --total-timesteps 500", "Pong-v5"))
 
-    proc = run_report(tmp_path, "--runs", runs, "--last", 4, "--sweep", sweep, "--thresholds", 18, 20,
-                      "--out", tmp_path / "pong")
+    proc = run_report(
+        tmp_path, "--runs", runs, "--last", 4, "--sweep", sweep, "--thresholds", 18, 20, "--out", tmp_path / "pong"
+    )
     assert_ok(proc)
     text = (tmp_path / "pong.md").read_text()
     # counted though it stopped at 700 steps
     row = ["10k, stopped at the target: seed 1 at 700", "1 (1)", "20.75", "13", "64 s"]
     assert table_row(text, "Pong-v5", "ppo_atari_envpool.py total_timesteps=10000")[2:7] == row
-    assert table_row(text[text.index("## Runs"):], first.name)[-1] == "target reached at step 700"
-    part = text[text.index("## Time to thresholds"):]
-    assert table_row(part, "run")[3:] == ["step to 18", "time to 18", "step to 20", "time to 20", "training time",
-                                          "parts (pauses)", "SPS (median)"]
+    assert table_row(text[text.index("## Runs") :], first.name)[-1] == "target reached at step 700"
+    part = text[text.index("## Time to thresholds") :]
+    assert table_row(part, "run")[3:] == [
+        "step to 18",
+        "time to 18",
+        "step to 20",
+        "time to 20",
+        "training time",
+        "parts (pauses)",
+        "SPS (median)",
+    ]
     assert table_row(part, first.name)[2:] == ["1", "470", "0:00:42", "640", "0:00:58", "0:01:04", "2 (1:06:01)", "13"]
     assert table_row(part, second.name)[2:] == ["2", "400", "0:00:30", "—", "—", "0:00:42", "1 (0:00:00)", "35"]
     assert "![return against agent steps and training time](pong/runs.png)" in part
     assert (tmp_path / "pong" / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    machines = text[text.index("## Commands and machines"):]
+    machines = text[text.index("## Commands and machines") :]
     assert table_row(machines, first.name)[1:] == [
-        "1970-01-01 00:16", f"`{command} --env-id Pong-v5 --seed 1`", "AMD EPYC 7B13", "2", "2", "1.23 / 2.50 (7)"]
-    assert table_row(machines, second.name)[1:] == [
-        "1970-01-01 00:33", f"`{command} --total-timesteps 500 --env-id Pong-v5 --seed 2`"] + ["not recorded"] * 4
+        "1970-01-01 00:16",
+        f"`{command} --env-id Pong-v5 --seed 1`",
+        "AMD EPYC 7B13",
+        "2",
+        "2",
+        "1.23 / 2.50 (7)",
+    ]
+    assert (
+        table_row(machines, second.name)[1:]
+        == ["1970-01-01 00:33", f"`{command} --total-timesteps 500 --env-id Pong-v5 --seed 2`"] + ["not recorded"] * 4
+    )
 
     # by default neither section nor the plot of every run; without --sweep no machines
     proc = run_report(tmp_path, "--runs", runs, "--last", 4, "--out", tmp_path / "plain")
@@ -962,39 +1314,117 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
     folder, again = runs / "Pong-v5__ppo_atari_envpool__1__1000", runs / "Pong-v5__ppo_atari_envpool__1__9000"
     for run_folder in (folder, again):
         run_folder.mkdir(parents=True)
-        (run_folder / "args.json").write_text(json.dumps({
-            "script": "ppo_atari_envpool.py", "exp_name": "ppo_atari_envpool", "env_id": "Pong-v5", "seed": 1,
-            "total_timesteps": 10_000_000, "target_return": 20.0}))
-    log_part(folder, [("episodic_return", 100, -21, 1000), ("episodic_return", 200, 18, 1010), ("SPS", 250, 30, 1015),
-                      ("episodic_return", 300, 19, 1020), ("episodic_return", 400, 18, 1030),
-                      ("episodic_return", 500, 18, 1040), ("episodic_return", 600, 20, 1050), ("SPS", 640, 32, 1060)])
-    log_part(again, [("episodic_return", 50 * i, r, 9000 + 10 * i) for i, r in enumerate([-21, -21, 18, 18, 18, 18], 1)]
-             + [("SPS", 320, 20, 9070)])
+        (run_folder / "args.json").write_text(
+            json.dumps(
+                {
+                    "script": "ppo_atari_envpool.py",
+                    "exp_name": "ppo_atari_envpool",
+                    "env_id": "Pong-v5",
+                    "seed": 1,
+                    "total_timesteps": 10_000_000,
+                    "target_return": 20.0,
+                }
+            )
+        )
+    log_part(
+        folder,
+        [
+            ("episodic_return", 100, -21, 1000),
+            ("episodic_return", 200, 18, 1010),
+            ("SPS", 250, 30, 1015),
+            ("episodic_return", 300, 19, 1020),
+            ("episodic_return", 400, 18, 1030),
+            ("episodic_return", 500, 18, 1040),
+            ("episodic_return", 600, 20, 1050),
+            ("SPS", 640, 32, 1060),
+        ],
+    )
+    log_part(
+        again,
+        [("episodic_return", 50 * i, r, 9000 + 10 * i) for i, r in enumerate([-21, -21, 18, 18, 18, 18], 1)]
+        + [("SPS", 320, 20, 9070)],
+    )
     for name, run_folder, load in (("state", folder, 1.5), ("state_again", again, 0.5)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "a.json").write_text(state(
-            "interrupted", 1, [run_folder.name], "python ppo_atari_envpool.py", "Pong-v5", cpu_model="AMD EPYC",
-            cores=2, threads=2, load_1min={"mean": load, "max": 2.0, "samples": 3}, ended=load))
-    proc = run_report(tmp_path, "--runs", runs, "--last", 4, "--sweep", tmp_path / "state", tmp_path / "state_again",
-                      "--thresholds", 18, 20, "--window-steps", 250, "--out", tmp_path / "pong")
+        (tmp_path / name / "a.json").write_text(
+            state(
+                "interrupted",
+                1,
+                [run_folder.name],
+                "python ppo_atari_envpool.py",
+                "Pong-v5",
+                cpu_model="AMD EPYC",
+                cores=2,
+                threads=2,
+                load_1min={"mean": load, "max": 2.0, "samples": 3},
+                ended=load,
+            )
+        )
+    proc = run_report(
+        tmp_path,
+        "--runs",
+        runs,
+        "--last",
+        4,
+        "--sweep",
+        tmp_path / "state",
+        tmp_path / "state_again",
+        "--thresholds",
+        18,
+        20,
+        "--window-steps",
+        250,
+        "--out",
+        tmp_path / "pong",
+    )
     assert_ok(proc)
     text = (tmp_path / "pong.md").read_text()
-    assert "| (no complete run) |" in text and text.count("not finished (interrupted)") == 1  # one run asked for
-    part = text[text.index("## Time to thresholds"):]
+    # one run asked for
+    assert "| (no complete run) |" in text and text.count("not finished (interrupted)") == 1
+    part = text[text.index("## Time to thresholds") :]
     assert table_row(part, f"{folder.name} (unfinished, logged to step 640)")[1:] == [
-        "ppo_atari_envpool.py", "1", "500", "0:00:40", "—", "—", "0:01:00", "1 (0:00:00)", "31"]
+        "ppo_atari_envpool.py",
+        "1",
+        "500",
+        "0:00:40",
+        "—",
+        "—",
+        "0:01:00",
+        "1 (0:00:00)",
+        "31",
+    ]
     assert table_row(part, f"{again.name} (unfinished, logged to step 320)")[1:] == [
-        "ppo_atari_envpool.py", "1", "300", "0:00:50", "—", "—", "0:01:00", "1 (0:00:00)", "20"]
-    machines = text[text.index("## Commands and machines"):]
+        "ppo_atari_envpool.py",
+        "1",
+        "300",
+        "0:00:50",
+        "—",
+        "—",
+        "0:01:00",
+        "1 (0:00:00)",
+        "20",
+    ]
+    machines = text[text.index("## Commands and machines") :]
     assert table_row(machines, folder.name)[3:] == ["AMD EPYC", "2", "2", "1.50 / 2.00 (3)"]
     assert table_row(machines, again.name)[3:] == ["AMD EPYC", "2", "2", "0.50 / 2.00 (3)"]
     assert (tmp_path / "pong" / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    windows = text[text.index("## Return per 250 agent steps"):]
+    windows = text[text.index("## Return per 250 agent steps") :]
     assert table_row(windows, "run")[3:] == ["0-250", "250-500", "500-750"]
     assert table_row(windows, f"{folder.name} (unfinished, logged to step 640)")[1:] == [
-        "ppo_atari_envpool.py", "1", "-1.50 (2)", "18.50 (2)", "19.00 (2)"]  # -21 18 | 19 18 | 18 20
+        # -21 18 | 19 18 | 18 20
+        "ppo_atari_envpool.py",
+        "1",
+        "-1.50 (2)",
+        "18.50 (2)",
+        "19.00 (2)",
+    ]
     assert table_row(windows, f"{again.name} (unfinished, logged to step 320)")[1:] == [
-        "ppo_atari_envpool.py", "1", "-1.50 (4)", "18.00 (2)", "—"]  # -21 -21 18 18 | 18 18 | none
+        "ppo_atari_envpool.py",
+        "1",
+        "-1.50 (4)",
+        "18.00 (2)",
+        "—",
+    ]  # -21 -21 18 18 | 18 18 | none
     assert_usage_error(run_report(tmp_path, "--runs", runs, "--window-steps", 0), "--window-steps")
 
 
@@ -1005,24 +1435,44 @@ def test_report_thresholds_say_that_a_torchrun_run_shows_rank_0s_games_only(tmp_
     for script, seed in (("ppo_atari_multigpu.py", 1), ("ppo_atari.py", 2)):
         folder = runs / f"PongNoFrameskip-v4__{script[:-3]}__{seed}__1000"
         folder.mkdir(parents=True)
-        (folder / "args.json").write_text(json.dumps({
-            "script": script, "exp_name": script[:-3], "env_id": "PongNoFrameskip-v4", "seed": seed,
-            "total_timesteps": 500}))
+        (folder / "args.json").write_text(
+            json.dumps(
+                {
+                    "script": script,
+                    "exp_name": script[:-3],
+                    "env_id": "PongNoFrameskip-v4",
+                    "seed": seed,
+                    "total_timesteps": 500,
+                }
+            )
+        )
         returns = [-21, 18, 19, 18, 18]
-        log_part(folder, [("episodic_return", 100 * i, r, 1000 + 10 * i) for i, r in enumerate(returns, 1)] +
-                 [("SPS", 500, 30, 1060)])
+        log_part(
+            folder,
+            [("episodic_return", 100 * i, r, 1000 + 10 * i) for i, r in enumerate(returns, 1)]
+            + [("SPS", 500, 30, 1060)],
+        )
     proc = run_report(tmp_path, "--runs", runs, "--last", 4, "--thresholds", 18, "--out", tmp_path / "pong")
     assert_ok(proc)
     part = (tmp_path / "pong.md").read_text().split("## Time to thresholds")[1]
     assert table_row(part, "PongNoFrameskip-v4__ppo_atari_multigpu__1__1000")[1:4] == [
-        "ppo_atari_multigpu.py (rank 0's games only)", "1", "500"]
+        "ppo_atari_multigpu.py (rank 0's games only)",
+        "1",
+        "500",
+    ]
     assert table_row(part, "PongNoFrameskip-v4__ppo_atari__2__1000")[1:4] == ["ppo_atari.py", "2", "500"]
 
 
-@pytest.mark.parametrize("game, options", [
-    ("pong", ["--thresholds", 18, 20, "--window-steps", 1_000_000]),
-    ("breakout", ["--thresholds", 100, 200, 300, 400, "--window-steps", 1_000_000]),
-    ("mujoco_v5", []), ("mujoco_v5_wide", []), ("microrts", ["--thresholds", 10, 15, 35])])
+@pytest.mark.parametrize(
+    "game, options",
+    [
+        ("pong", ["--thresholds", 18, 20, "--window-steps", 1_000_000]),
+        ("breakout", ["--thresholds", 100, 200, 300, 400, "--window-steps", 1_000_000]),
+        ("mujoco_v5", []),
+        ("mujoco_v5_wide", []),
+        ("microrts", ["--thresholds", 10, 15, 35]),
+    ],
+)
 def test_the_committed_report_regenerates_from_the_committed_event_files(tmp_path, game, options):
     """benchmark/results/{pong,breakout,mujoco_v5,mujoco_v5_wide,microrts}.md are made from the event files,
     args.json and state files committed beside them (a fresh checkout has nothing else): made again from them, their
@@ -1032,15 +1482,25 @@ def test_the_committed_report_regenerates_from_the_committed_event_files(tmp_pat
     results = REPO / "benchmark" / "results"
     runs = results / game / "runs"
     assert sorted(runs.glob("*/events.out.tfevents.*")) and sorted(runs.glob("*/args.json"))
-    if (REPO / ".git").exists():  # what git would leave out of a commit is not there in a fresh checkout
+    # what git would leave out of a commit is not there in a fresh checkout
+    if (REPO / ".git").exists():
         ignored = subprocess.run(["git", "check-ignore", *map(str, runs.glob("*/*"))], cwd=REPO, capture_output=True)
         assert ignored.returncode == 1, f"ignored by .gitignore: {ignored.stdout.decode()}"
-    proc = run_report(tmp_path, "--runs", runs, "--sweep", *sorted((results / game).glob("state_*")),
-                      *options, "--out", tmp_path / game)
+    proc = run_report(
+        tmp_path,
+        "--runs",
+        runs,
+        "--sweep",
+        *sorted((results / game).glob("state_*")),
+        *options,
+        "--out",
+        tmp_path / game,
+    )
     assert_ok(proc)
 
-    def tables(text):  # from the curves on: the per-run tables, whose figures come from the event files
-        text = text[text.index("## Learning curves"):].split("\n## Random play\n")[0]
+    # from the curves on: the per-run tables, whose figures come from the event files
+    def tables(text):
+        text = text[text.index("## Learning curves") :].split("\n## Random play\n")[0]
         return [line for line in text.splitlines() if line.startswith("| ")]
 
     committed = tables((results / f"{game}.md").read_text())
@@ -1082,7 +1542,8 @@ def test_learning_curve_and_reference_matching():
     returns = np.array([1.0, 2.0, 6.0, 3.0, 8.0])
     run = {"scalars": {"charts/episodic_return": (np.arange(5) * 10.0, returns, np.zeros(5))}}
     steps, curve = report.learning_curve(run, 3)
-    expected = [returns[max(0, i - 2): i + 1].mean() for i in range(5)]  # mean of the last 3 episodes up to each
+    # mean of the last 3 episodes up to each
+    expected = [returns[max(0, i - 2) : i + 1].mean() for i in range(5)]
     np.testing.assert_allclose(curve, expected)
     np.testing.assert_array_equal(steps, np.arange(5) * 10.0)
     assert report.env_matches("Hopper", "Hopper-v4") and report.env_matches("Breakout-v5", "Breakout-v5")
@@ -1101,7 +1562,7 @@ def test_a_command_that_cannot_start_is_a_failed_run(tmp_path):
 
 # Stands in for a training script under a sweep: parses the command line with the script's own Args (so a flag the
 # script lacks, or a value it refuses, fails the sweep), records what it got, and writes a run as the script would.
-FAKE_TRAINER = r'''
+FAKE_TRAINER = r"""
 import dataclasses, json, sys, time
 from pathlib import Path
 import tyro
@@ -1116,18 +1577,35 @@ with open("calls.jsonl", "a") as f:
                         "total_timesteps": args.total_timesteps}) + "\n")
 write_run(Path("runs"), args.env_id, args.exp_name, args.seed, int(time.time()), args.total_timesteps,
           [1.0, 2.0, 3.0], (10.0, 20.0), 5.0, args={"script": script.name, **dataclasses.asdict(args)})
-'''
+"""
 
-SWEEPS = {  # sweep -> (its variables for one small run per script, the scripts it runs, the env id they get, the
+# sweep -> (its variables for one small run per script, the scripts it runs, the env id they get, the
+SWEEPS = {
     # env id of the random-play table or None)
-    "atari.sh": ({"ENVS": "BreakoutNoFrameskip-v4", "RANDOM_GAMES": "1"}, ["ppo_atari.py", "ppo_atari_lstm.py"],
-                 "BreakoutNoFrameskip-v4", "BreakoutNoFrameskip-v4"),
-    "atari_multigpu.sh": ({"ENVS": "BreakoutNoFrameskip-v4"}, ["ppo_atari_multigpu.py"], "BreakoutNoFrameskip-v4",
-                          None),
-    "envpool.sh": ({"ENVS": "Breakout-v5", "RANDOM_EPISODES": "1", "RANDOM_ENVS": "8"}, ["ppo_atari_envpool.py"],
-                   "Breakout-v5", "Breakout-v5"),
-    "procgen.sh": ({"ENVS": "starpilot", "RANDOM_EPISODES": "1", "RANDOM_ENVS": "8"}, ["ppo_procgen.py"], "starpilot",
-                   "StarpilotEasy-v0"),
+    "atari.sh": (
+        {"ENVS": "BreakoutNoFrameskip-v4", "RANDOM_GAMES": "1"},
+        ["ppo_atari.py", "ppo_atari_lstm.py"],
+        "BreakoutNoFrameskip-v4",
+        "BreakoutNoFrameskip-v4",
+    ),
+    "atari_multigpu.sh": (
+        {"ENVS": "BreakoutNoFrameskip-v4"},
+        ["ppo_atari_multigpu.py"],
+        "BreakoutNoFrameskip-v4",
+        None,
+    ),
+    "envpool.sh": (
+        {"ENVS": "Breakout-v5", "RANDOM_EPISODES": "1", "RANDOM_ENVS": "8"},
+        ["ppo_atari_envpool.py"],
+        "Breakout-v5",
+        "Breakout-v5",
+    ),
+    "procgen.sh": (
+        {"ENVS": "starpilot", "RANDOM_EPISODES": "1", "RANDOM_ENVS": "8"},
+        ["ppo_procgen.py"],
+        "starpilot",
+        "StarpilotEasy-v0",
+    ),
 }
 
 
@@ -1137,15 +1615,17 @@ def run_sweep_with_fake_trainer(sweep, tmp_path, out, **variables):
     (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    fake = f'exec {sys.executable} {tmp_path / "fake_trainer.py"} {REPO / "tests"}'
-    (bin_dir / "python").write_text(f'#!/bin/bash\ncase "$1" in */ppo*.py) {fake} "$@";; esac\n'
-                                    f'exec {sys.executable} "$@"\n')
+    fake = f"exec {sys.executable} {tmp_path / 'fake_trainer.py'} {REPO / 'tests'}"
+    (bin_dir / "python").write_text(
+        f'#!/bin/bash\ncase "$1" in */ppo*.py) {fake} "$@";; esac\nexec {sys.executable} "$@"\n'
+    )
     (bin_dir / "torchrun").write_text(f'#!/bin/bash\nwhile [[ "$1" == --* ]]; do shift; done\n{fake} "$@"\n')
     for shim in bin_dir.iterdir():
         shim.chmod(0o755)
     env = test_env(PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=str(out), **variables)
-    proc = subprocess.run(["bash", str(REPO / "benchmark" / sweep)], env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        ["bash", str(REPO / "benchmark" / sweep)], env=env, capture_output=True, text=True, timeout=600
+    )
     assert_ok(proc)
     return [json.loads(line) for path in sorted(out.rglob("calls.jsonl")) for line in path.read_text().splitlines()]
 
@@ -1166,11 +1646,13 @@ def test_sweep_script_end_to_end_with_a_fake_trainer(sweep, tmp_path):
     assert all(c["env_id"] == env_id and c["seed"] == 2 and c["total_timesteps"] == 16384 for c in got), got
     report = (out / "report.md").read_text()
     for script in scripts:
-        assert table_row(report, env_id, script, "16384")[4] == "2.00 (last 3 ep.)"  # mean of the fake's returns
+        # mean of the fake's returns
+        assert table_row(report, env_id, script, "16384")[4] == "2.00 (last 3 ep.)"
     if random_env_id is not None:
         assert "## Random play" in report
-        episodes = 1 if sweep == "atari.sh" else 8  # one game of one env; 8 envs (RANDOM_ENVS) x one episode each
-        assert int(table_row(report[report.index("## Random play"):], random_env_id)[1]) == episodes
+        # one game of one env; 8 envs (RANDOM_ENVS) x one episode each
+        episodes = 1 if sweep == "atari.sh" else 8
+        assert int(table_row(report[report.index("## Random play") :], random_env_id)[1]) == episodes
 
 
 def test_pong_sh_runs_each_script_with_the_tuned_settings_and_the_target(tmp_path):
@@ -1179,17 +1661,28 @@ def test_pong_sh_runs_each_script_with_the_tuned_settings_and_the_target(tmp_pat
     out = tmp_path / "out"
     got = run_sweep_with_fake_trainer("pong.sh", tmp_path, out, RUNS="envpool atari multigpu lstm", SEEDS="1 2")
     assert [(c["script"], c["env_id"], c["seed"]) for c in got] == [
-        ("ppo_atari_envpool.py", "Pong-v5", 1), ("ppo_atari_envpool.py", "Pong-v5", 2),
-        ("ppo_atari.py", "PongNoFrameskip-v4", 1), ("ppo_atari_multigpu.py", "PongNoFrameskip-v4", 1),
-        ("ppo_atari_lstm.py", "PongNoFrameskip-v4", 1)]
+        ("ppo_atari_envpool.py", "Pong-v5", 1),
+        ("ppo_atari_envpool.py", "Pong-v5", 2),
+        ("ppo_atari.py", "PongNoFrameskip-v4", 1),
+        ("ppo_atari_multigpu.py", "PongNoFrameskip-v4", 1),
+        ("ppo_atari_lstm.py", "PongNoFrameskip-v4", 1),
+    ]
     assert all(c["total_timesteps"] == 10_000_000 for c in got)
     logs = "".join(path.read_text() for path in sorted((out).glob("state_*/*.log")))
-    for flags in ("--target-return 20", "--clip-coef 0.2 --num-envs 16 --num-minibatches 8 --num-steps 128 "
-                  "--update-epochs 3", "--nproc_per_node=2"):
+    for flags in (
+        "--target-return 20",
+        "--clip-coef 0.2 --num-envs 16 --num-minibatches 8 --num-steps 128 --update-epochs 3",
+        "--nproc_per_node=2",
+    ):
         assert flags in logs, flags
-    proc = subprocess.run(["bash", str(REPO / "benchmark" / "pong.sh")], env=test_env(RUNS="gpu", OUT=str(out)),
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["bash", str(REPO / "benchmark" / "pong.sh")],
+        env=test_env(RUNS="gpu", OUT=str(out)),
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "unknown run 'gpu'" in proc.stderr
+
 
 def write_checkpoint(path):
     import torch
@@ -1205,8 +1698,11 @@ def checkpoint_parts(path):
 
 def kept_files(folder):
     """{path: bytes} of what benchmark/keep.sh keeps of a sweep's folder: the runs' files, the state files and logs."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.parent != folder and (p.suffix in (".json", ".pt", ".log") or "tfevents" in p.name)}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.parent != folder and (p.suffix in (".json", ".pt", ".log") or "tfevents" in p.name)
+    }
 
 
 def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_runs(tmp_path):
@@ -1216,8 +1712,10 @@ def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_r
     out, kept = tmp_path / "out", tmp_path / "kept"
     got = run_sweep_with_fake_trainer("breakout.sh", tmp_path, out, SEEDS="1 2", KEPT=str(kept))
     assert [(c["script"], c["env_id"], c["seed"]) for c in got] == [
-        ("ppo_atari_envpool.py", "Breakout-v5", 1), ("ppo_atari.py", "BreakoutNoFrameskip-v4", 1),
-        ("ppo_atari_envpool.py", "Breakout-v5", 2)]
+        ("ppo_atari_envpool.py", "Breakout-v5", 1),
+        ("ppo_atari.py", "BreakoutNoFrameskip-v4", 1),
+        ("ppo_atari_envpool.py", "Breakout-v5", 2),
+    ]
     assert all(c["total_timesteps"] == 10_000_000 for c in got)
     logs = "".join(path.read_text() for path in sorted(out.glob("state_*/*.log")))
     assert logs.count("--total-timesteps 10000000 --save-model --checkpoint-every 100 --env-id") == 3
@@ -1226,13 +1724,19 @@ def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_r
     write_checkpoint(run_dir / "ppo_atari_envpool.pt")
 
     def breakout(**variables):
-        return subprocess.run(["bash", str(REPO / "benchmark" / "breakout.sh")], env=test_env(KEPT=str(kept), **variables),
-                              capture_output=True, text=True)
+        return subprocess.run(
+            ["bash", str(REPO / "benchmark" / "breakout.sh")],
+            env=test_env(KEPT=str(kept), **variables),
+            capture_output=True,
+            text=True,
+        )
 
     assert_ok(breakout(OUT=str(out), KEEP="1"))
     assert kept_files(kept) == kept_files(out)
-    assert checkpoint_parts(kept / "runs" / run_dir.name / "ppo_atari_envpool.pt") == ["model"]  # a done run's
-    assert_ok(breakout(OUT=str(tmp_path / "fresh"), RUNS="atari", SEEDS="9"))  # a new machine, no run to start: the copy
+    # a done run's
+    assert checkpoint_parts(kept / "runs" / run_dir.name / "ppo_atari_envpool.pt") == ["model"]
+    # a new machine, no run to start: the copy
+    assert_ok(breakout(OUT=str(tmp_path / "fresh"), RUNS="atari", SEEDS="9"))
     assert kept_files(tmp_path / "fresh") == kept_files(kept)
     proc = breakout(RUNS="lstm", OUT=str(out))
     assert proc.returncode == 2 and "unknown run 'lstm'" in proc.stderr
@@ -1246,13 +1750,17 @@ def test_microrts_sh_runs_masked_then_unmasked_with_the_blogs_settings_and_keeps
     envs = ["MicrortsMining-v1", "MicrortsAttackShapedReward-v1"]
     got = run_sweep_with_fake_trainer("microrts.sh", tmp_path, out, ENVS=" ".join(envs), SEEDS="1 2", KEPT=str(kept))
     assert [(c["script"], c["env_id"], c["seed"]) for c in got] == [
-        (script, env_id, seed) for script in ("ppo_multidiscrete_mask.py", "ppo_multidiscrete.py")
-        for env_id in envs for seed in (1, 2)]
+        (script, env_id, seed)
+        for script in ("ppo_multidiscrete_mask.py", "ppo_multidiscrete.py")
+        for env_id in envs
+        for seed in (1, 2)
+    ]
     logs = "".join(path.read_text() for path in sorted(out.glob("state_*/*.log")))
     assert logs.count("--num-envs 8 --clip-coef 0.1 --total-timesteps 2000000 --checkpoint-every 100 --env-id") == 8
     report = (out / "report.md").read_text()
     for script in ("ppo_multidiscrete_mask.py", "ppo_multidiscrete.py"):
-        assert table_row(report, "MicrortsMining-v1", script, "2M")[4] == "2.00 ± 0.00 (last 3 ep.)"  # 2 seeds
+        # 2 seeds
+        assert table_row(report, "MicrortsMining-v1", script, "2M")[4] == "2.00 ± 0.00 (last 3 ep.)"
     unfinished = next(out.glob("state_ppo_multidiscrete/*MicrortsMining-v1__1__*.json"))
     interrupted = json.loads(unfinished.read_text())
     unfinished.write_text(json.dumps(dict(interrupted, status="interrupted")))
@@ -1261,15 +1769,20 @@ def test_microrts_sh_runs_masked_then_unmasked_with_the_blogs_settings_and_keeps
         write_checkpoint(out / "runs" / state["run_names"][0] / f"{script}.pt")
 
     def microrts(**variables):
-        return subprocess.run(["bash", str(REPO / "benchmark" / "microrts.sh")], capture_output=True, text=True,
-                              env=test_env(KEPT=str(kept), **variables))
+        return subprocess.run(
+            ["bash", str(REPO / "benchmark" / "microrts.sh")],
+            capture_output=True,
+            text=True,
+            env=test_env(KEPT=str(kept), **variables),
+        )
 
     assert_ok(microrts(OUT=str(out), KEEP="1"))
     assert kept_files(kept) == kept_files(out) and len(kept_files(kept)) == 8 * 4 + 2
     kept_runs = kept / "runs"
     assert checkpoint_parts(kept_runs / interrupted["run_names"][0] / "ppo_multidiscrete.pt") == ["model", "optimizer"]
     assert checkpoint_parts(kept_runs / done["run_names"][0] / "ppo_multidiscrete_mask.pt") == ["model"]
-    assert_ok(microrts(OUT=str(tmp_path / "fresh"), ENVS="MicrortsMining-v1", SEEDS="2"))  # done runs: nothing to run
+    # done runs: nothing to run
+    assert_ok(microrts(OUT=str(tmp_path / "fresh"), ENVS="MicrortsMining-v1", SEEDS="2"))
     assert kept_files(tmp_path / "fresh") == kept_files(kept)
 
 
@@ -1278,46 +1791,67 @@ def test_mujoco_v5_sh_runs_its_parts_and_ends_the_wide_report_with_random_play(t
     --bootstrap-truncated, the v4 part Hopper-v4 and Walker2d-v4 without it, the wide part each of its ids with
     seed 1, and the wide report ends with random play's table (played for real, one episode per env here)."""
     out = tmp_path / "out"
-    got = run_sweep_with_fake_trainer("mujoco_v5.sh", tmp_path, out, SEEDS="1", STEPS="16384",
-                                      WIDE="InvertedPendulum-v5 Reacher-v5", RANDOM_ENVS="1")
+    got = run_sweep_with_fake_trainer(
+        "mujoco_v5.sh", tmp_path, out, SEEDS="1", STEPS="16384", WIDE="InvertedPendulum-v5 Reacher-v5", RANDOM_ENVS="1"
+    )
     assert sorted((c["env_id"], c["seed"]) for c in got) == sorted(
         [(env_id, 1) for env_id in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")] * 2
-        + [("Hopper-v4", 1), ("Walker2d-v4", 1), ("InvertedPendulum-v5", 1), ("Reacher-v5", 1)])
+        + [("Hopper-v4", 1), ("Walker2d-v4", 1), ("InvertedPendulum-v5", 1), ("Reacher-v5", 1)]
+    )
     assert all(c["script"] == "ppo_continuous_action.py" and c["total_timesteps"] == 16384 for c in got)
     logs = "".join(path.read_text() for path in sorted((out / "reference").glob("*/*.log")))
     assert logs.count("--bootstrap-truncated") == 3
     report = (out / "wide" / "report.md").read_text()
-    assert int(table_row(report[report.index("## Random play"):], "Reacher-v5")[1]) == 1
+    assert int(table_row(report[report.index("## Random play") :], "Reacher-v5")[1]) == 1
     assert (out / "reference" / "report.md").exists()
-    proc = subprocess.run(["bash", str(REPO / "benchmark" / "mujoco_v5.sh")],
-                          env=test_env(PARTS="all", OUT=str(out)), capture_output=True, text=True)
+    proc = subprocess.run(
+        ["bash", str(REPO / "benchmark" / "mujoco_v5.sh")],
+        env=test_env(PARTS="all", OUT=str(out)),
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "unknown part 'all'" in proc.stderr
 
 
 def run_speed(*args, cwd=None, **env):
-    return subprocess.run(["bash", str(REPO / "benchmark" / "speed.sh"), *args], capture_output=True, text=True,
-                          env=test_env(**env), timeout=120, cwd=cwd)
+    return subprocess.run(
+        ["bash", str(REPO / "benchmark" / "speed.sh"), *args],
+        capture_output=True,
+        text=True,
+        env=test_env(**env),
+        timeout=120,
+        cwd=cwd,
+    )
 
 
 def test_speed_sh_times_two_commands_against_each_other(tmp_path):
-    a = "python3 -c 'import os; print(\"SPS\", 100 * int(os.environ[\"STEPS\"]))'"  # the budget variable reaches it
+    # the budget variable reaches it
+    a = 'python3 -c \'import os; print("SPS", 100 * int(os.environ["STEPS"]))\''
     proc = run_speed(a, "true ok", REPEATS="2", STEPS="3")
     assert_ok(proc)
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("# ") and f"{expected_cpu_model()}, {len(os.sched_getaffinity(0))} cores, load average" in lines[0]
+    assert (
+        lines[0].startswith("# ")
+        and f"{expected_cpu_model()}, {len(os.sched_getaffinity(0))} cores, load average" in lines[0]
+    )
     runs = [line.split(" run ")[0] for line in lines if " run " in line]
     assert runs == ["A", "B", "A", "B"]  # alternated
     assert "SPS median 300 (range 300-300)" in next(line for line in lines if line.startswith("A: wall median"))
     medians = {line[0]: float(line.split("wall median ")[1].split(" s")[0]) for line in lines if " wall median" in line}
     ratio = next(line for line in lines if line.startswith("ratio B/A"))
     got, a, b = float(ratio.split("wall ")[1].split(",")[0]), medians["A"], medians["B"]
-    assert (b - 0.005) / (a + 0.005) - 0.0005 <= got <= (b + 0.005) / (a - 0.005) + 0.0005  # the medians as printed
+    # the medians as printed
+    assert (b - 0.005) / (a + 0.005) - 0.0005 <= got <= (b + 0.005) / (a - 0.005) + 0.0005
     assert lines[-1].startswith("# after:")
 
 
 def test_speed_sh_refuses_what_it_does_not_know(tmp_path):
-    for args, fragment in ((["--bogus"], "unknown option --bogus"), (["ppo_typo.py"], "ppo_typo.py: no such script"),
-                           (["ppo"], "neither a script"), (["a b", "c d", "e f", "g h", "i j"], "at most four")):
+    for args, fragment in (
+        (["--bogus"], "unknown option --bogus"),
+        (["ppo_typo.py"], "ppo_typo.py: no such script"),
+        (["ppo"], "neither a script"),
+        (["a b", "c d", "e f", "g h", "i j"], "at most four"),
+    ):
         proc = run_speed(*args)
         assert proc.returncode == 2 and proc.stdout == "", (args, proc.stdout)
         assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and fragment in proc.stderr, proc.stderr
@@ -1336,9 +1870,11 @@ def test_speed_sh_gives_both_scripts_of_an_a_b_run_the_same_arguments(tmp_path):
     for name in ("ppo_mod.py", "other.py"):
         (tmp_path / name).write_text("")
     path = f"{bin_dir}:{os.environ['PATH']}"
-    for pair, expected in ((("ppo.py", "ppo_mod.py"), "--env-id CartPole-v1 --total-timesteps 500000"),
-                           (("ppo_mod.py", "ppo.py"), "--env-id CartPole-v1 --total-timesteps 500000"),
-                           (("other.py", "ppo_mod.py"), "--total-timesteps 1234")):
+    for pair, expected in (
+        (("ppo.py", "ppo_mod.py"), "--env-id CartPole-v1 --total-timesteps 500000"),
+        (("ppo_mod.py", "ppo.py"), "--env-id CartPole-v1 --total-timesteps 500000"),
+        (("other.py", "ppo_mod.py"), "--total-timesteps 1234"),
+    ):
         (tmp_path / "calls.txt").unlink(missing_ok=True)
         assert_ok(run_speed(*pair, cwd=tmp_path, PATH=path, REPEATS="1", STEPS="1234" if "other.py" in pair else ""))
         assert (tmp_path / "calls.txt").read_text().splitlines() == [f"{script} {expected}" for script in pair]
@@ -1347,9 +1883,14 @@ def test_speed_sh_gives_both_scripts_of_an_a_b_run_the_same_arguments(tmp_path):
 def test_speed_sh_stopped_stops_its_run(tmp_path):
     """kill (SIGTERM) of speed.sh while a run is under way: the run is stopped too, speed.sh exits 143."""
     pid_file = tmp_path / "pid"
-    command = f"python3 -c 'import os, time; open(\"{pid_file}\", \"w\").write(str(os.getpid())); time.sleep(600)'"
-    proc = subprocess.Popen(["bash", str(REPO / "benchmark" / "speed.sh"), command], env=test_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = f'python3 -c \'import os, time; open("{pid_file}", "w").write(str(os.getpid())); time.sleep(600)\''
+    proc = subprocess.Popen(
+        ["bash", str(REPO / "benchmark" / "speed.sh"), command],
+        env=test_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60  # safety nets against a hang, not timing assertions
     while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
         time.sleep(0.1)
@@ -1358,7 +1899,8 @@ def test_speed_sh_stopped_stops_its_run(tmp_path):
         proc.terminate()
         proc.communicate(timeout=60)
         assert proc.returncode == 143
-        while os.path.exists(f"/proc/{run}") and time.time() < deadline:  # the run's process is gone
+        # the run's process is gone
+        while os.path.exists(f"/proc/{run}") and time.time() < deadline:
             time.sleep(0.1)
         assert not os.path.exists(f"/proc/{run}")
     finally:
@@ -1404,7 +1946,8 @@ def test_random_play_says_in_one_line_when_procgen_cannot_load(tmp_path):
     (tmp_path / "envpool").mkdir()
     (tmp_path / "envpool" / "__init__.py").write_text(
         "def list_all_envs():\n    return ['StarpilotEasy-v0']\n"
-        "def make_spec(env_id):\n    raise ImportError('libQt5Gui.so.5: cannot open shared object file')\n")
+        "def make_spec(env_id):\n    raise ImportError('libQt5Gui.so.5: cannot open shared object file')\n"
+    )
     proc = run_tool("random_play.py", "--env-id", "StarpilotEasy-v0", PYTHONPATH=str(tmp_path))
     assert_usage_error(proc, "StarpilotEasy-v0", "libQt5Gui.so.5", "apt install libqt5gui5")
 
@@ -1414,7 +1957,8 @@ def test_cnn_layout_times_both_layouts():
     assert_ok(proc)
     for layout in ("NCHW", "channels_last"):
         cells = table_row(proc.stdout, "ppo_atari.py", layout)
-        assert cells[2:5:2] == ["256", "8"]  # the script's default mini-batch (8 envs x 128 steps / 4) and envs
+        # the script's default mini-batch (8 envs x 128 steps / 4) and envs
+        assert cells[2:5:2] == ["256", "8"]
         assert float(cells[3]) > 0 and float(cells[5]) > 0
     ratio = table_row(proc.stdout, "ppo_atari.py", "NCHW / channels_last")
     assert ratio[3].endswith("x") and float(ratio[3][:-1]) > 0
@@ -1428,7 +1972,9 @@ def test_speed_sh_times_up_to_four_in_turn_and_reads_cleanrls_sps_line(tmp_path)
     runs = [line.split(" run ")[0] for line in proc.stdout.splitlines() if " run " in line]
     assert runs == ["A", "B", "C"] * 2
     assert "SPS median 300 (range 300-300)" in proc.stdout
-    ratios = {line.split(":")[0]: line.split("SPS ")[1] for line in proc.stdout.splitlines() if line.startswith("ratio")}
+    ratios = {
+        line.split(":")[0]: line.split("SPS ")[1] for line in proc.stdout.splitlines() if line.startswith("ratio")
+    }
     assert ratios == {"ratio B/A": "2.000", "ratio C/A": "3.000"}
 
 
@@ -1442,8 +1988,18 @@ def part_of_line(text, lines, parts):
     return next(n for n in sorted(parts) if text in lines[n - 1])
 
 
-@pytest.mark.parametrize("script", ["ppo.py", "ppo_atari_envpool.py", "ppo_atari_lstm.py", "ppo_atari_multigpu.py",
-                                    "ppo_continuous_action.py", "ppo_multidiscrete_mask.py", "ppo_procgen.py"])
+@pytest.mark.parametrize(
+    "script",
+    [
+        "ppo.py",
+        "ppo_atari_envpool.py",
+        "ppo_atari_lstm.py",
+        "ppo_atari_multigpu.py",
+        "ppo_continuous_action.py",
+        "ppo_multidiscrete_mask.py",
+        "ppo_procgen.py",
+    ],
+)
 def test_breakdown_finds_every_part_of_an_iteration_in_main(script):
     """Each line of main() gets the part its statement does; every part of the update is found, by its own line."""
     breakdown = bench_module("breakdown.py")
@@ -1451,7 +2007,8 @@ def test_breakdown_finds_every_part_of_an_iteration_in_main(script):
     parts = breakdown.line_parts(source)
     lines = source.splitlines()
 
-    def part_of(text, after=0):  # the part of the first line of main() holding text, after line `after`
+    # the part of the first line of main() holding text, after line `after`
+    def part_of(text, after=0):
         return next(parts[n] for n in sorted(parts) if n > after and text in lines[n - 1])
 
     loop = next(n for n in sorted(parts) if "for step in range(" in lines[n - 1])
@@ -1459,17 +2016,22 @@ def test_breakdown_finds_every_part_of_an_iteration_in_main(script):
     assert part_of("global_step += args.num_envs", loop) == "storage"
     assert part_of("loss.backward()") == "backward" and part_of("optimizer.step()") == "adam"
     assert part_of("clip_grad_norm_(") == "clip" and part_of("optimizer.zero_grad()") == "update_other"
-    loss = next(n for n in sorted(parts) if "return ppo_loss(" in lines[n - 1])  # in main's minibatch_loss
-    assert parts[loss] == "loss" and parts[loss - 1] == "forward"  # the line before: the agent on the mini-batch
-    call = next(n for n in sorted(parts) if "= minibatch_loss(" in lines[n - 1])  # in the epoch loop
+    # in main's minibatch_loss
+    loss = next(n for n in sorted(parts) if "return ppo_loss(" in lines[n - 1])
+    # the line before: the agent on the mini-batch
+    assert parts[loss] == "loss" and parts[loss - 1] == "forward"
+    # in the epoch loop
+    call = next(n for n in sorted(parts) if "= minibatch_loss(" in lines[n - 1])
     assert parts[call] == parts[call + 1] == "update_other"  # the call and its arguments: indexing
     assert part_of("compute_gae(") == "gae" and part_of('"losses/explained_variance"') == "logging"
     loop = next(n for n in sorted(parts) if "for iteration in range(" in lines[n - 1])
     assert parts[loop] == part_of("run.progress(iteration)") == part_of("run.save(iteration)") == "logging"
-    assert part_of("run.save(iteration)", part_of_line("run.save(iteration)", lines, parts)) == "end"  # after the loop
+    # after the loop
+    assert part_of("run.save(iteration)", part_of_line("run.save(iteration)", lines, parts)) == "end"
     assert part_of("envs.reset(") == "start-up"
     assert set(parts.values()) == {name for name, _ in breakdown.PARTS} - (
-        set() if script == "ppo_atari_multigpu.py" else {"all_reduce"})
+        set() if script == "ppo_atari_multigpu.py" else {"all_reduce"}
+    )
 
 
 def test_breakdown_counts_the_main_threads_samples_by_part(tmp_path):
@@ -1481,24 +2043,36 @@ def test_breakdown_counts_the_main_threads_samples_by_part(tmp_path):
     backward = next(n for n in sorted(parts) if "loss.backward()" in lines[n - 1])
     call = next(n for n in sorted(parts) if "= minibatch_loss(" in lines[n - 1])
     loss = next(n for n in sorted(parts) if "return ppo_loss(" in lines[n - 1])
-    raw = [f"<module> (/a/ppo.py:700);main (/a/ppo.py:{step});SyncVectorEnv.step (gymnasium/sync.py:3) 7",
-           f"<module> (/a/ppo.py:700);main (/a/ppo.py:{call});minibatch_loss (/a/ppo.py:{loss});ppo_loss (/a/ppo.py:9) 6",
-           f"<module> (/a/ppo.py:700);main (/a/ppo.py:{call}) 1",  # indexing the mini-batch's arguments
-           f"<module> (/a/ppo.py:700);main (/a/ppo.py:{backward});backward (torch/_tensor.py:5) 5",
-           f"<module> (/a/ppo.py:700);main (/a/ppo.py:{backward}) 2",
-           "<module> (/a/ppo.py:20);_find_and_load (<frozen importlib._bootstrap>:1176) 4",  # an import
-           "run (threading.py:975);_worker (tensorboard/writer.py:9) 50",  # another thread: not counted
-           f"<module> (/a/other.py:1);main (/a/ppo.py:{step}) 3",  # another script's module: not counted
-           # Python 3.12's py-spy names a nested function by its qualified name
-           f"<module> (/a/ppo.py:700);main (/a/ppo.py:{call});main.<locals>.minibatch_loss (/a/ppo.py:{loss}) 2"]
-    assert breakdown.tally(raw, "ppo.py", parts) == {"env": 7, "backward": 7, "loss": 8, "update_other": 1,
-                                                     "start-up": 4}
+    raw = [
+        f"<module> (/a/ppo.py:700);main (/a/ppo.py:{step});SyncVectorEnv.step (gymnasium/sync.py:3) 7",
+        f"<module> (/a/ppo.py:700);main (/a/ppo.py:{call});minibatch_loss (/a/ppo.py:{loss});ppo_loss (/a/ppo.py:9) 6",
+        # indexing the mini-batch's arguments
+        f"<module> (/a/ppo.py:700);main (/a/ppo.py:{call}) 1",
+        f"<module> (/a/ppo.py:700);main (/a/ppo.py:{backward});backward (torch/_tensor.py:5) 5",
+        f"<module> (/a/ppo.py:700);main (/a/ppo.py:{backward}) 2",
+        # an import
+        "<module> (/a/ppo.py:20);_find_and_load (<frozen importlib._bootstrap>:1176) 4",
+        # another thread: not counted
+        "run (threading.py:975);_worker (tensorboard/writer.py:9) 50",
+        # another script's module: not counted
+        f"<module> (/a/other.py:1);main (/a/ppo.py:{step}) 3",
+        # Python 3.12's py-spy names a nested function by its qualified name
+        f"<module> (/a/ppo.py:700);main (/a/ppo.py:{call});main.<locals>.minibatch_loss (/a/ppo.py:{loss}) 2",
+    ]
+    assert breakdown.tally(raw, "ppo.py", parts) == {
+        "env": 7,
+        "backward": 7,
+        "loss": 8,
+        "update_other": 1,
+        "start-up": 4,
+    }
     # --tally counts the samples of an earlier run (kept with --raw, gzipped here) without running the script
     raw_file = tmp_path / "samples.raw.gz"
     raw_file.write_bytes(gzip.compress("\n".join(raw).encode()))
     result = run_tool("breakdown.py", "--rate", "10", "--tally", str(raw_file), "ppo.py")
     assert_ok(result)
-    assert "| rollout: env steps | 0.70 | 30.4% |" in result.stdout  # 7 of the loop's 23 samples, at 10 per second
+    # 7 of the loop's 23 samples, at 10 per second
+    assert "| rollout: env steps | 0.70 | 30.4% |" in result.stdout
     assert "| update: loss | 0.80 | 34.8% |" in result.stdout
     assert "| start-up: imports, envs, agent (not in the loop) | 0.40 |  |" in result.stdout
     # the script given as a path counts the same samples (they name the file it ran)
@@ -1515,7 +2089,8 @@ def test_peers_patches_each_cleanrl_script_or_refuses_one_they_do_not_fit(tmp_pa
         text = peers.patched(tmp_path, script, tmp_path).read_text()
         assert text == "\n".join(f"x{i} {new} y" for i, (_, new) in enumerate(patches))
         (tmp_path / "cleanrl" / script).write_text("\n".join(f"x{i} {old} y" for i, (old, _) in enumerate(patches[1:])))
-        with pytest.raises(SystemExit, match="does not take the patch"):  # another commit: refused, not half-patched
+        # another commit: refused, not half-patched
+        with pytest.raises(SystemExit, match="does not take the patch"):
             peers.patched(tmp_path, script, tmp_path)
 
 
@@ -1531,15 +2106,21 @@ def test_long_runs_sh_runs_each_game_to_its_step_then_the_lstm_and_keeps_the_run
     torch.save({"model": {}, "optimizer": {}, "global_step": 5_013_504}, parked / "ppo_procgen.pt")
     got = run_sweep_with_fake_trainer("long_runs.sh", tmp_path, out, KEPT=str(kept))
     assert [(c["script"], c["env_id"], c["seed"], c["total_timesteps"]) for c in got] == [
-        ("ppo_procgen.py", "bigfish", 1, 25_000_000), ("ppo_procgen.py", "bossfight", 1, 25_000_000),
-        ("ppo_atari_lstm.py", "BreakoutNoFrameskip-v4", 1, 10_000_000)]
+        ("ppo_procgen.py", "bigfish", 1, 25_000_000),
+        ("ppo_procgen.py", "bossfight", 1, 25_000_000),
+        ("ppo_atari_lstm.py", "BreakoutNoFrameskip-v4", 1, 10_000_000),
+    ]
     logs = "".join(path.read_text() for path in sorted(out.glob("state_*/*.log")))
     assert logs.count("ppo_procgen.py --save-model --checkpoint-every 5 --env-id") == 2
     assert "ppo_atari_lstm.py --total-timesteps 10000000 --save-model --checkpoint-every 100 --env-id" in logs
 
     def long_runs(**variables):
-        return subprocess.run(["bash", str(REPO / "benchmark" / "long_runs.sh")], capture_output=True, text=True,
-                              env=test_env(KEPT=str(kept), **variables))
+        return subprocess.run(
+            ["bash", str(REPO / "benchmark" / "long_runs.sh")],
+            capture_output=True,
+            text=True,
+            env=test_env(KEPT=str(kept), **variables),
+        )
 
     assert_ok(long_runs(OUT=str(out), KEEP="1"))
     assert kept_files(kept) == kept_files(out)

@@ -14,11 +14,15 @@ import pytest
 import torch
 import tyro
 
-from helpers import load_script, need, need_procgen, SameStepReference
+from helpers import SameStepReference, load_script, need, need_procgen
 
 GAMMA = 0.99
-gym.register(id="X5CartPole-v1", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
-             max_episode_steps=12)  # a random policy's episodes: some fall (terminated) before 12 steps, some not
+gym.register(
+    id="X5CartPole-v1",
+    entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
+    # a random policy's episodes: some fall (terminated) before 12 steps, some not
+    max_episode_steps=12,
+)
 
 
 def short_breakout(**kwargs):
@@ -30,9 +34,11 @@ def short_breakout(**kwargs):
     return AtariEnv(**{**kwargs, "max_num_frames_per_episode": 240})
 
 
-gym.register(id="X5BreakoutNoFrameskip-v4", entry_point=short_breakout,
-             kwargs=dict(game="breakout", obs_type="rgb", repeat_action_probability=0.0, full_action_space=False,
-                         frameskip=1))
+gym.register(
+    id="X5BreakoutNoFrameskip-v4",
+    entry_point=short_breakout,
+    kwargs=dict(game="breakout", obs_type="rgb", repeat_action_probability=0.0, full_action_space=False, frameskip=1),
+)
 
 
 class EnvRecorder(gym.Wrapper):
@@ -61,7 +67,9 @@ def run_main(monkeypatch, tmp_path, script, argv, before=None):
         thunk = make_env(env_id, idx, *rest)
         return lambda: EnvRecorder(thunk(), steps[idx])
 
-    if hasattr(module, "EnvpoolVecEnv"):  # envpool: every step of the adapter, with its final obs at the dones
+    # envpool: every step of the adapter, with its final obs at the dones
+    if hasattr(module, "EnvpoolVecEnv"):
+
         class RecordedEnvpoolVecEnv(module.EnvpoolVecEnv):
             def step(self, actions):
                 obs, reward, terminated, truncated, infos = super().step(actions)
@@ -79,14 +87,20 @@ def run_main(monkeypatch, tmp_path, script, argv, before=None):
             agents.append(self)
 
     def recorded_compute_gae(rewards, *rest):
-        segments.append({"rewards": rewards.clone(), "agent": copy.deepcopy(agents[0]),
-                         "envs": copy.deepcopy(wrappers[0]) if wrappers else None})
+        segments.append(
+            {
+                "rewards": rewards.clone(),
+                "agent": copy.deepcopy(agents[0]),
+                "envs": copy.deepcopy(wrappers[0]) if wrappers else None,
+            }
+        )
         return compute_gae(rewards, *rest)
 
     monkeypatch.setattr(module, "make_env", recorded_make_env)
     monkeypatch.setattr(module, "Agent", RecordedAgent)
     monkeypatch.setattr(module, "compute_gae", recorded_compute_gae)
     if hasattr(module, "NormalizeVecEnv"):
+
         class RecordedNormalizeVecEnv(module.NormalizeVecEnv):
             def __init__(self, *a, **k):
                 super().__init__(*a, **k)
@@ -118,16 +132,23 @@ def expected_rewards(steps, segments, num_steps, value_of, flag=True):
             with torch.no_grad():
                 expected[t, i] += GAMMA * value_of(k, t, i, torch.as_tensor(final_obs[t, i])[None]).item()
         yield segment["rewards"], expected
-    assert ends["truncated"] >= 2 and ends["terminated"] >= 2, ends  # both kinds of ends: the test can tell them apart
+    # both kinds of ends: the test can tell them apart
+    assert ends["truncated"] >= 2 and ends["terminated"] >= 2, ends
 
 
 CARTPOLE = ["--env-id", "X5CartPole-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256"]
 BREAKOUT = ["--env-id", "X5BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256"]
 
 
-@pytest.mark.parametrize("script, argv, flag", [
-    ("ppo.py", CARTPOLE, True), ("ppo.py", CARTPOLE, False),
-    ("ppo_atari.py", BREAKOUT, True), ("ppo_atari_multigpu.py", BREAKOUT, True)])
+@pytest.mark.parametrize(
+    "script, argv, flag",
+    [
+        ("ppo.py", CARTPOLE, True),
+        ("ppo.py", CARTPOLE, False),
+        ("ppo_atari.py", BREAKOUT, True),
+        ("ppo_atari_multigpu.py", BREAKOUT, True),
+    ],
+)
 def test_rewards_fed_to_gae(tmp_path, monkeypatch, script, argv, flag):
     if script != "ppo.py":
         need("ale_py")
@@ -162,7 +183,8 @@ def test_lstm_final_obs_valued_from_the_state_after_its_step(tmp_path, monkeypat
         agent = segments[k]["agent"]
         x, state, done = inputs[k * 64 + t]
         _, (h, c) = agent.get_states(x, state, done)
-        assert not torch.equal(h[:, i : i + 1], agent.initial_state(1)[0])  # a state with a history, not zeros
+        # a state with a history, not zeros
+        assert not torch.equal(h[:, i : i + 1], agent.initial_state(1)[0])
         return agent.get_value(obs, (h[:, i : i + 1], c[:, i : i + 1]), torch.zeros(1))
 
     for rewards, expected in expected_rewards(steps, segments, 64, value_of):
@@ -173,16 +195,35 @@ def test_continuous_final_obs_normalized_with_frozen_statistics(tmp_path, monkey
     """Pendulum truncates at step 200; one segment of 200 steps ends exactly there, so the statistics at that step
     are those at compute_gae. With the flag only that one reward changes, by gamma * V(final obs normalized with
     those statistics), and the statistics are the same as without the flag (the final obs did not update them)."""
-    argv = ["--env-id", "Pendulum-v1", "--num-steps", "200", "--total-timesteps", "200", "--num-minibatches", "4",
-            "--update-epochs", "1", "--gamma", str(GAMMA)]
-    runs = {flag: run_main(monkeypatch, tmp_path / str(flag), "ppo_continuous_action.py",
-                           argv + (["--bootstrap-truncated"] if flag else []))
-            for flag in (False, True)}
+    argv = [
+        "--env-id",
+        "Pendulum-v1",
+        "--num-steps",
+        "200",
+        "--total-timesteps",
+        "200",
+        "--num-minibatches",
+        "4",
+        "--update-epochs",
+        "1",
+        "--gamma",
+        str(GAMMA),
+    ]
+    runs = {
+        flag: run_main(
+            monkeypatch,
+            tmp_path / str(flag),
+            "ppo_continuous_action.py",
+            argv + (["--bootstrap-truncated"] if flag else []),
+        )
+        for flag in (False, True)
+    }
     (steps, (on,), _), (_, (off,), _) = runs[True], runs[False]
     final_obs, _, terminated, truncated = segment_steps(steps, 200, 0)
     assert truncated[-1, 0] and not terminated.any() and truncated.sum() == 1
     rms, off_rms = on["envs"].obs_rms, off["envs"].obs_rms
-    assert rms.count == off_rms.count == pytest.approx(1e-4 + 201)  # the reset obs and 200 steps, not the final obs
+    # the reset obs and 200 steps, not the final obs
+    assert rms.count == off_rms.count == pytest.approx(1e-4 + 201)
     np.testing.assert_array_equal(rms.mean, off_rms.mean)
     normalized = np.clip((final_obs[-1, 0] - rms.mean) / np.sqrt(rms.var + 1e-8), -10, 10)
     with torch.no_grad():
@@ -200,8 +241,23 @@ def test_envpool_rewards_fed_to_gae(tmp_path, monkeypatch):
     def limit(module):
         monkeypatch.setattr(module, "make_env", functools.partial(module.make_env, max_episode_steps=30))
 
-    argv = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--num-threads", "1",
-            "--num-minibatches", "2", "--update-epochs", "1", "--gamma", str(GAMMA), "--bootstrap-truncated"]
+    argv = [
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "64",
+        "--total-timesteps",
+        "256",
+        "--num-threads",
+        "1",
+        "--num-minibatches",
+        "2",
+        "--update-epochs",
+        "1",
+        "--gamma",
+        str(GAMMA),
+        "--bootstrap-truncated",
+    ]
     steps, segments, _ = run_main(monkeypatch, tmp_path, "ppo_atari_envpool.py", argv, before=limit)
     value_of = lambda k, t, i, obs: segments[k]["agent"].get_value(obs)
     for rewards, expected in expected_rewards(steps, segments, 64, value_of):
@@ -250,12 +306,24 @@ def assert_final_obs_is_pre_reset(envs, make, seed, num_actions, steps, flatten=
 def test_envpool_atari_final_obs_is_pre_reset():
     envpool = need("envpool")
     module = load_script("ppo_atari_envpool.py")
-    options = module.make_env("Breakout-v5", 1, 0, 1, False, "test").envs.config  # the script's own options
-    options = {k: options[k] for k in ("noop_max", "frame_skip", "episodic_life", "use_fire_reset", "reward_clip",
-                                       "stack_num", "repeat_action_probability")}
+    # the script's own options
+    options = module.make_env("Breakout-v5", 1, 0, 1, False, "test").envs.config
+    options = {
+        k: options[k]
+        for k in (
+            "noop_max",
+            "frame_skip",
+            "episodic_life",
+            "use_fire_reset",
+            "reward_clip",
+            "stack_num",
+            "repeat_action_probability",
+        )
+    }
     envs = module.make_env("Breakout-v5", 2, 5, 1, False, "test", max_episode_steps=30)
-    make = lambda s: envpool.make("Breakout-v5", env_type="gymnasium", num_envs=1, seed=s, max_episode_steps=30,
-                                  **options)
+    make = lambda s: envpool.make(
+        "Breakout-v5", env_type="gymnasium", num_envs=1, seed=s, max_episode_steps=30, **options
+    )
     assert_final_obs_is_pre_reset(envs, make, 5, 4, 80)
 
 

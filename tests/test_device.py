@@ -27,16 +27,29 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from helpers import REPO, assert_ok, load_script, need, need_procgen, NEEDS, run_main, SCRIPTS
+from helpers import NEEDS, REPO, SCRIPTS, assert_ok, load_script, need, need_procgen, run_main
 
 # two iterations of 2 envs x 16 steps, one mini-batch, one epoch: every tensor of a training step, twice
-TINY = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1",
-        "--total-timesteps", "64"]
+TINY = [
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "16",
+    "--num-minibatches",
+    "1",
+    "--update-epochs",
+    "1",
+    "--total-timesteps",
+    "64",
+]
 EXTRA = {
-    "ppo_continuous_action.py": ["--env-id", "Pendulum-v1"],  # the same device code as HalfCheetah's, without MuJoCo
-    "ppo_atari_envpool.py": ["--num-threads", "1"],  # torch on one thread is much faster on 2 busy cores
+    # the same device code as HalfCheetah's, without MuJoCo
+    "ppo_continuous_action.py": ["--env-id", "Pendulum-v1"],
+    # torch on one thread is much faster on 2 busy cores
+    "ppo_atari_envpool.py": ["--num-threads", "1"],
     "ppo_procgen.py": ["--num-threads", "1"],
-    "ppo_atari_multigpu.py": ["--device-ids", "1"],  # this process's GPU by --device-ids: cuda:1, not the default
+    # this process's GPU by --device-ids: cuda:1, not the default
+    "ppo_atari_multigpu.py": ["--device-ids", "1"],
 }
 TIME_LIMIT = 5  # steps: episodes truncated within the tiny run (cut_episodes), for [X5]
 RUN_GPU = {"ppo_atari_multigpu.py": 1}  # the index of the run's GPU; 0 for the others
@@ -73,19 +86,28 @@ class OnGpu(torch.Tensor):
     def __new__(cls, host, device, gpu):
         # a view of a normal tensor made in inference mode is a normal tensor (it shares its base's version counter)
         with torch.inference_mode(torch.is_inference_mode_enabled() and host.is_inference()):
-            t = torch.Tensor._make_wrapper_subclass(cls, host.shape, strides=host.stride(), dtype=host.dtype,
-                                                    storage_offset=host.storage_offset(), layout=host.layout,
-                                                    device=device, requires_grad=False)
+            t = torch.Tensor._make_wrapper_subclass(
+                cls,
+                host.shape,
+                strides=host.stride(),
+                dtype=host.dtype,
+                storage_offset=host.storage_offset(),
+                layout=host.layout,
+                device=device,
+                requires_grad=False,
+            )
         t.host, t.gpu = host, gpu
         return t
 
-    __torch_function__ = torch._C._disabled_torch_function_impl  # functions go on to aten ops, and so to the check
+    # functions go on to aten ops, and so to the check
+    __torch_function__ = torch._C._disabled_torch_function_impl
 
     def __repr__(self):
         return f"OnGpu({shown(self.device)}, {self.host!r})"
 
     @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # an op outside the modes (none in a run)
+    # an op outside the modes (none in a run)
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         gpu = next(x.gpu for x in tree_flatten((args, kwargs))[0] if isinstance(x, OnGpu))
         return gpu.run(func, args, kwargs or {})
 
@@ -116,12 +138,15 @@ class EmulatedGpu:
             return x
 
         args, kwargs = tree_map(unwrap, (args, kwargs))
-        if func is torch.ops.aten._to_copy.default:  # the one op that may move a tensor between devices
+        # the one op that may move a tensor between devices
+        if func is torch.ops.aten._to_copy.default:
             device = kwargs.get("device") or next(iter(devices))
         else:
             if len(devices) > 1:
-                self.mismatches.append(f"{func} got tensors on {' and '.join(sorted(map(shown, devices)))}, at "
-                                       + ", called from ".join(map(shown_line, script_lines())))
+                self.mismatches.append(
+                    f"{func} got tensors on {' and '.join(sorted(map(shown, devices)))}, at "
+                    + ", called from ".join(map(shown_line, script_lines()))
+                )
                 raise DeviceMismatch(self.mismatches[-1])
             device = kwargs.get("device") or next(iter(devices), torch.device("cpu"))
         on_gpu = torch.device(device).type == "meta"
@@ -168,7 +193,8 @@ class CudaIsMeta(TorchFunctionMode):
             if self.on_gpu(kwargs.get("device")):
                 kwargs["device"] = self.gpu.meta(kwargs["device"])
             return func(*args, **kwargs)
-        if func is torch.Tensor.tolist and isinstance(args[0], OnGpu):  # a GPU copies the values to the host
+        # a GPU copies the values to the host
+        if func is torch.Tensor.tolist and isinstance(args[0], OnGpu):
             return args[0].host.tolist()  # (torch refuses tolist() on a tensor subclass)
         if self.on_gpu(kwargs.get("device")):
             device, kwargs["device"] = self.gpu.meta(kwargs["device"]), torch.device("cpu")
@@ -183,7 +209,8 @@ class OpsOnCpu(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        with self:  # a composite op (aten.to in inference mode, ...) as the ops it is made of, each checked
+        # a composite op (aten.to in inference mode, ...) as the ops it is made of, each checked
+        with self:
             out = func.decompose(*args, **kwargs)
         return self.gpu.run(func, args, kwargs) if out is NotImplemented else out
 
@@ -222,7 +249,8 @@ class CutShort:
 
     def step(self, actions, *env_ids):
         obs, reward, terminated, truncated, info = self.envs.step(actions, *env_ids)
-        if not env_ids:  # a step of every env, not the adapter's reset step of those that just ended
+        # a step of every env, not the adapter's reset step of those that just ended
+        if not env_ids:
             self.steps += 1
             if self.steps % TIME_LIMIT == 0:
                 terminated, truncated = np.zeros_like(terminated), np.ones_like(truncated)
@@ -239,7 +267,7 @@ def cut_episodes(module, monkeypatch):
         monkeypatch.setattr(envpool, "make", lambda *a, **k: CutShort(make(*a, **k)))
     else:
         make = gym.make
-        limit = lambda env_id: 32 + 4 * TIME_LIMIT if env_id.endswith("NoFrameskip-v4") else TIME_LIMIT  # noqa: E731
+        limit = lambda env_id: 32 + 4 * TIME_LIMIT if env_id.endswith("NoFrameskip-v4") else TIME_LIMIT
         monkeypatch.setattr(gym, "make", lambda env_id, **k: make(env_id, **k, max_episode_steps=limit(env_id)))
 
 
@@ -262,7 +290,8 @@ def train_on_emulated_gpu(script, module, tmp_path, monkeypatch):
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_every_tensor_of_a_training_step_is_on_the_runs_gpu(script, tmp_path, monkeypatch):
     gpu = train_on_emulated_gpu(script, load_script(script), tmp_path, monkeypatch)
-    assert gpu.mismatches == []  # also those a script might have caught: each was raised where it happened
+    # also those a script might have caught: each was raised where it happened
+    assert gpu.mismatches == []
     # the run was on the GPU that main chose, on it alone: the rollout, the backward pass, the optimizer step, and
     # the bootstrap of truncated episodes [X5]
     assert gpu.made == {f"cuda:{RUN_GPU.get(script, 0)}"}
@@ -288,19 +317,25 @@ BUGS = {
     "numpy arrays made tensors without device=": (
         "        return torch.as_tensor(array, dtype=dtype, device=device)\n",
         "        return torch.as_tensor(array, dtype=dtype)\n",
-        "action = agent.get_action(to_torch(next_obs))"),  # the first step's observation
+        "action = agent.get_action(to_torch(next_obs))",
+    ),  # the first step's observation
     "shuffled indices without device=": (
         "b_inds = torch.randperm(args.batch_size, device=device)",
         "b_inds = torch.randperm(args.batch_size)",
-        "(b_obs[mb_inds], b_actions[mb_inds]),  # the agent's inputs"),
+        "(b_obs[mb_inds], b_actions[mb_inds]),  # the agent's inputs",
+    ),
     "rewards without device=": (
         "advantages, returns = compute_gae(to_torch(rewards), values,",
         "advantages, returns = compute_gae(torch.as_tensor(rewards), values,",
-        "deltas = rewards + gamma * next_values"),  # in compute_gae (the message shows the file's lines, not the bug)
+        # in compute_gae (the message shows the file's lines, not the bug)
+        "deltas = rewards + gamma * next_values",
+    ),
     "final obs of a truncated episode without device= [X5]": (
         "final_value = agent.get_value(to_torch(final_obs))",
         "final_value = agent.get_value(torch.as_tensor(final_obs, dtype=torch.float32))",
-        "final_value = agent.get_value(to_torch(final_obs))"),  # shown as the file has it, called from there
+        # shown as the file has it, called from there
+        "final_value = agent.get_value(to_torch(final_obs))",
+    ),
 }
 
 
@@ -315,7 +350,9 @@ def test_a_tensor_left_on_the_cpu_fails(bug, tmp_path, monkeypatch):
 def test_a_process_on_another_gpu_than_its_device_id_fails(tmp_path, monkeypatch):
     """ppo_atari_multigpu.py without the GPU of its --device-ids: one device for every tensor, so no mismatch, but
     every process of a machine on GPU 0."""
-    module = with_bug("ppo_atari_multigpu.py", 'device = torch.device("cuda", gpus[local_rank])',
-                      'device = torch.device("cuda")')
+    module = with_bug(
+        "ppo_atari_multigpu.py", 'device = torch.device("cuda", gpus[local_rank])', 'device = torch.device("cuda")'
+    )
     gpu = train_on_emulated_gpu("ppo_atari_multigpu.py", module, tmp_path, monkeypatch)
-    assert gpu.mismatches == [] and gpu.made == {"cuda:0"}  # what the main test refuses: not {"cuda:1"}
+    # what the main test refuses: not {"cuda:1"}
+    assert gpu.mismatches == [] and gpu.made == {"cuda:0"}

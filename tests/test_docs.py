@@ -7,6 +7,7 @@ import ast
 import re
 
 import pytest
+
 from helpers import REPO
 
 PAGES = ["ppo", "atari", "multigpu", "envpool", "continuous", "multidiscrete", "benchmarks", "details", "speed"]
@@ -56,7 +57,8 @@ def broken_links(page, text):
     """Each relative link of `text` (the content of the file `page`) that does not resolve, with the reason."""
     broken = []
     for target in link_targets(text):
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):  # https:, mailto:, ...: not a file of the repo
+        # https:, mailto:, ...: not a file of the repo
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
             continue
         path, _, anchor = target.partition("#")
         file = (page.parent / path).resolve() if path else page
@@ -100,7 +102,7 @@ def test_the_link_check_finds_broken_links():
         "![img](../benchmark/results/classic_control/CartPole-v1.png) [web](https://example.com/x)\n"
         "`[not a link](nowhere.md)`\n\n```\n[not a link either](nowhere.md)\n```\n\n"
         "[gone](no-such-page.md) ![gone](../benchmark/results/none.png) [bad anchor](#no-such-heading) "
-        "[escapes](../../etc/passwd) <img src=\"missing.png\">\n"
+        '[escapes](../../etc/passwd) <img src="missing.png">\n'
     )
     assert [b.split(":")[0] for b in broken_links(page, text)] == [
         "no-such-page.md",

@@ -15,19 +15,41 @@ import gymnasium as gym
 import pytest
 import torch
 
-from helpers import (ENVPOOL_SCRIPTS, NEEDS, REPO, SCRIPTS, assert_ok, assert_usage_error, load_script, need,
-                     read_every_metric, read_scalars, run_dirs, run_main, run_patched, run_script, test_env)
+from helpers import (
+    ENVPOOL_SCRIPTS,
+    NEEDS,
+    REPO,
+    SCRIPTS,
+    assert_ok,
+    assert_usage_error,
+    load_script,
+    need,
+    read_every_metric,
+    read_scalars,
+    run_dirs,
+    run_main,
+    run_patched,
+    run_script,
+    test_env,
+)
 
-TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
-
+# 4 iterations of 64 steps
+TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]
 
 
 def cartpole_checkpoint(path, **changes):
     """A checkpoint as ppo.py saves it (a fresh CartPole-v1 agent), with some entries changed (None: removed)."""
     ppo = load_script("ppo.py")
-    envs = SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (4,)), single_action_space=gym.spaces.Discrete(2))
-    checkpoint = {"script": "ppo.py", "args": vars(ppo.Args()), "model": ppo.Agent(envs).state_dict(),
-                  "optimizer": {}, "global_step": 0}
+    envs = SimpleNamespace(
+        single_observation_space=gym.spaces.Box(-1, 1, (4,)), single_action_space=gym.spaces.Discrete(2)
+    )
+    checkpoint = {
+        "script": "ppo.py",
+        "args": vars(ppo.Args()),
+        "model": ppo.Agent(envs).state_dict(),
+        "optimizer": {},
+        "global_step": 0,
+    }
     checkpoint.update(changes)
     torch.save({key: value for key, value in checkpoint.items() if value is not None}, path)
     return path
@@ -51,7 +73,8 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, one_
         assert_ok(run_main("ppo.py", *TINY, "--save-model", cwd=tmp_path))
     first, second = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert first == "CartPole-v1__ppo__1__1700000000" and second == first + "-2"
-    for run_dir in run_dirs(tmp_path):  # each folder holds one whole run: its own steps once, its own model
+    # each folder holds one whole run: its own steps once, its own model
+    for run_dir in run_dirs(tmp_path):
         assert [step for step, _ in read_every_metric(run_dir)["charts/learning_rate"]] == [64, 128, 192, 256]
         assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
         torch.load(run_dir / "ppo.pt", weights_only=True)
@@ -82,15 +105,19 @@ def test_eval_checkpoint_plays_on_the_env_of_the_checkpoint(tmp_path, script):
         need(NEEDS[script])
     torch.save({"script": script, "args": {"env_id": "Other-v1"}, "model": {}}, tmp_path / "other.pt")
     assert_usage_error(run_main(script, "--eval-checkpoint", "other.pt", cwd=tmp_path), "Other-v1")
-    assert_usage_error(run_main(script, "--eval-checkpoint", "other.pt", "--env-id", "Another-v2", cwd=tmp_path),
-                       "--env-id Another-v2", "trained with Other-v1")
+    assert_usage_error(
+        run_main(script, "--eval-checkpoint", "other.pt", "--env-id", "Another-v2", cwd=tmp_path),
+        "--env-id Another-v2",
+        "trained with Other-v1",
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.pt"]
 
 
 def test_args_json_records_the_resolved_arguments(tmp_path):
     proc = run_main("ppo.py", "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "300", cwd=tmp_path)
     assert_ok(proc)
-    assert proc.stderr == "" and "step       256/256 |" in proc.stdout  # whole batches only; nothing else to read
+    # whole batches only; nothing else to read
+    assert proc.stderr == "" and "step       256/256 |" in proc.stdout
     (run_dir,) = run_dirs(tmp_path)
     recorded = json.loads((run_dir / "args.json").read_text())
     expected = vars(load_script("ppo.py").Args(num_envs=2, num_steps=32, total_timesteps=300))
@@ -135,30 +162,40 @@ def test_a_file_named_videos_is_one_line_and_leaves_no_run_folder(tmp_path):
 
 
 def test_capture_video_without_pygame_is_refused_before_training(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "pygame", None)  # pygame missing: its import raises ImportError
+    # pygame missing: its import raises ImportError
+    monkeypatch.setitem(sys.modules, "pygame", None)
     assert_usage_error(run_main("ppo.py", *TINY, "--capture-video", cwd=tmp_path), "pygame")
     assert not (tmp_path / "runs").exists() and not (tmp_path / "videos").exists()
 
 
-@pytest.mark.parametrize("args,fragments", [
-    (["--seed", "-1"], ["--seed", "-1"]),
-    (["--target-kl", "-0.01"], ["--target-kl must be positive"]),
-    (["--ent-coef", "-0.1"], ["--ent-coef must be >= 0"]),
-    # NaN and inf: NaN passes every comparison, so these trained until a traceback (or forever)
-    *[([flag, value], [f"{flag} must be", value]) for flag in ("--learning-rate", "--ent-coef", "--vf-coef",
-      "--max-grad-norm", "--clip-coef", "--target-kl") for value in ("nan", "inf")],
-])
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["--seed", "-1"], ["--seed", "-1"]),
+        (["--target-kl", "-0.01"], ["--target-kl must be positive"]),
+        (["--ent-coef", "-0.1"], ["--ent-coef must be >= 0"]),
+        # NaN and inf: NaN passes every comparison, so these trained until a traceback (or forever)
+        *[
+            ([flag, value], [f"{flag} must be", value])
+            for flag in ("--learning-rate", "--ent-coef", "--vf-coef", "--max-grad-norm", "--clip-coef", "--target-kl")
+            for value in ("nan", "inf")
+        ],
+    ],
+)
 def test_bad_arguments_are_one_line(tmp_path, args, fragments):
     assert_usage_error(run_main("ppo.py", *args, cwd=tmp_path), *fragments)
     assert_no_run(tmp_path)
 
 
-@pytest.mark.parametrize("args,fragments", [
-    (["--total-timesteps", "abc"], ["Error parsing --total-timesteps: invalid literal for int()", "'abc'"]),
-    (["--total-timestep", "5"], ["Unrecognized options: --total-timestep, 5"]),
-    (["--num-envs"], ["Missing value for argument '--num-envs'"]),
-    (["--target-return", "high"], ["Error parsing --target-return", "'high'"]),
-])
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["--total-timesteps", "abc"], ["Error parsing --total-timesteps: invalid literal for int()", "'abc'"]),
+        (["--total-timestep", "5"], ["Unrecognized options: --total-timestep, 5"]),
+        (["--num-envs"], ["Missing value for argument '--num-envs'"]),
+        (["--target-return", "high"], ["Error parsing --target-return", "'high'"]),
+    ],
+)
 def test_values_tyro_cannot_parse_get_tyros_message(tmp_path, args, fragments):
     """What tyro rejects (a value of the wrong type, an unknown flag, a missing value): tyro's own message, which
     names the flag and shows its help, exit code 2, no traceback, nothing made."""
@@ -178,34 +215,44 @@ def test_a_finished_run_says_where_its_logs_are(tmp_path):
 
 
 def test_a_missing_mujoco_names_the_projects_extra(tmp_path):
-    patch = "import sys\nsys.modules['mujoco'] = None"  # MuJoCo missing: its import raises ImportError
-    proc = run_patched("ppo_continuous_action.py", patch, cwd=tmp_path)  # the default env, HalfCheetah-v5
+    # MuJoCo missing: its import raises ImportError
+    patch = "import sys\nsys.modules['mujoco'] = None"
+    # the default env, HalfCheetah-v5
+    proc = run_patched("ppo_continuous_action.py", patch, cwd=tmp_path)
     assert_usage_error(proc, "'HalfCheetah-v5'", "MuJoCo is not installed", 'pip install -e ".[mujoco]"')
-    assert "gymnasium[mujoco]" not in proc.stderr and "Atari" not in proc.stderr  # a -v5 id, but not an Atari one
+    # a -v5 id, but not an Atari one
+    assert "gymnasium[mujoco]" not in proc.stderr and "Atari" not in proc.stderr
     assert_no_run(tmp_path)
 
 
 # in a process of its own: once a test has imported ale_py in this one, gymnasium knows the Atari ids
-@pytest.mark.parametrize("script,env_id,fragments", [
-    ("ppo.py", "BreakoutNoFrameskip-v4", ["ppo_atari.py", "ppo_atari_envpool.py"]),
-    ("ppo_continuous_action.py", "ALE/Pong-v5", ["ppo_atari.py"]),
-    ("ppo_continuous_action.py", "HalfCheetah-v3", ["HalfCheetah-v3", "gymnasium-robotics"]),  # a missing dependency
-])
+@pytest.mark.parametrize(
+    "script,env_id,fragments",
+    [
+        ("ppo.py", "BreakoutNoFrameskip-v4", ["ppo_atari.py", "ppo_atari_envpool.py"]),
+        ("ppo_continuous_action.py", "ALE/Pong-v5", ["ppo_atari.py"]),
+        # a missing dependency
+        ("ppo_continuous_action.py", "HalfCheetah-v3", ["HalfCheetah-v3", "gymnasium-robotics"]),
+    ],
+)
 def test_env_errors_are_one_line(tmp_path, script, env_id, fragments):
     assert_usage_error(run_script(script, "--env-id", env_id, cwd=tmp_path), *fragments)
     assert_no_run(tmp_path)  # the reserved run folder is removed again
 
 
-@pytest.mark.parametrize("kind,fragments", [
-    ("empty", ["not a readable checkpoint"]),
-    ("truncated", ["not a readable checkpoint"]),
-    ("text", ["not a readable checkpoint"]),
-    ("bare state dict", ["not a checkpoint saved by --save-model"]),
-    ("no args", ["not a checkpoint saved by --save-model"]),
-    ("other layer sizes", ["does not fit"]),
-    ("other script", ["this checkpoint was written by ppo_atari_lstm.py"]),
-    ("other env", ["--env-id Acrobot-v1", "trained with CartPole-v1"]),
-])
+@pytest.mark.parametrize(
+    "kind,fragments",
+    [
+        ("empty", ["not a readable checkpoint"]),
+        ("truncated", ["not a readable checkpoint"]),
+        ("text", ["not a readable checkpoint"]),
+        ("bare state dict", ["not a checkpoint saved by --save-model"]),
+        ("no args", ["not a checkpoint saved by --save-model"]),
+        ("other layer sizes", ["does not fit"]),
+        ("other script", ["this checkpoint was written by ppo_atari_lstm.py"]),
+        ("other env", ["--env-id Acrobot-v1", "trained with CartPole-v1"]),
+    ],
+)
 def test_eval_checkpoint_that_does_not_fit_is_one_line(tmp_path, kind, fragments):
     path, args = tmp_path / "model.pt", []
     if kind == "empty":
@@ -221,7 +268,9 @@ def test_eval_checkpoint_that_does_not_fit_is_one_line(tmp_path, kind, fragments
         cartpole_checkpoint(path, args=None)
     elif kind == "other layer sizes":
         ppo = load_script("ppo.py")
-        envs = SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (6,)), single_action_space=gym.spaces.Discrete(3))
+        envs = SimpleNamespace(
+            single_observation_space=gym.spaces.Box(-1, 1, (6,)), single_action_space=gym.spaces.Discrete(3)
+        )
         cartpole_checkpoint(path, model=ppo.Agent(envs).state_dict())
     elif kind == "other script":
         cartpole_checkpoint(path, script="ppo_atari_lstm.py")
@@ -233,12 +282,15 @@ def test_eval_checkpoint_that_does_not_fit_is_one_line(tmp_path, kind, fragments
     assert sorted(os.listdir(tmp_path)) == before  # nothing written
 
 
-@pytest.mark.parametrize("script,writer", [("ppo_multidiscrete.py", "ppo_multidiscrete_mask.py"),
-                                           ("ppo_multidiscrete_mask.py", "ppo_multidiscrete.py")])
+@pytest.mark.parametrize(
+    "script,writer",
+    [("ppo_multidiscrete.py", "ppo_multidiscrete_mask.py"), ("ppo_multidiscrete_mask.py", "ppo_multidiscrete.py")],
+)
 def test_masked_and_unmasked_checkpoints_are_not_mixed(tmp_path, script, writer):
     torch.save({"script": writer, "args": {"env_id": "MicroRTS"}, "model": {}}, tmp_path / "model.pt")
-    assert_usage_error(run_main(script, "--eval-checkpoint", "model.pt", cwd=tmp_path),
-                       f"this checkpoint was written by {writer}")
+    assert_usage_error(
+        run_main(script, "--eval-checkpoint", "model.pt", cwd=tmp_path), f"this checkpoint was written by {writer}"
+    )
 
 
 def test_track_without_wandb_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
@@ -249,12 +301,19 @@ def test_track_without_wandb_is_one_line_and_leaves_nothing(tmp_path, monkeypatc
 
 def test_ctrl_c_during_the_imports_ends_quietly_and_leaves_nothing(tmp_path):
     """SIGINT half a second in, while the interpreter still imports torch (seconds): no traceback, no folder."""
-    proc = subprocess.Popen([sys.executable, str(REPO / "ppo.py"), *TINY], cwd=tmp_path, env=test_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "ppo.py"), *TINY],
+        cwd=tmp_path,
+        env=test_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == -signal.SIGINT, (proc.returncode, err)  # killed by the signal: a shell shows 130
+    # killed by the signal: a shell shows 130
+    assert proc.returncode == -signal.SIGINT, (proc.returncode, err)
     assert out == "" and err == ""
     assert sorted(tmp_path.iterdir()) == []
 
@@ -262,8 +321,10 @@ def test_ctrl_c_during_the_imports_ends_quietly_and_leaves_nothing(tmp_path):
 def test_evaluation_is_seeded(tmp_path):
     """The same checkpoint and --seed play the same episodes; another seed, other ones."""
     model = cartpole_checkpoint(tmp_path / "model.pt")
-    returns = [run_main("ppo.py", "--eval-checkpoint", model, "--eval-episodes", 5, "--seed", seed, cwd=tmp_path).stdout
-               for seed in (1, 1, 2)]
+    returns = [
+        run_main("ppo.py", "--eval-checkpoint", model, "--eval-episodes", 5, "--seed", seed, cwd=tmp_path).stdout
+        for seed in (1, 1, 2)
+    ]
     assert "mean return" in returns[0] and returns[0] == returns[1] != returns[2]
 
 
@@ -278,6 +339,12 @@ def test_an_envpool_release_the_script_was_not_made_for_is_named_in_one_line(tmp
         proc = run_main(script, *tiny, cwd=tmp_path / version)
         assert_ok(proc)
         warnings = [line for line in proc.stderr.splitlines() if "envpool" in line]
-        expected = [f"{script}: warning: made for envpool 1.2.5, found 1.2.7, whose envs may differ: pip install "
-                    "envpool==1.2.5"] if version == "1.2.7" else []
+        expected = (
+            [
+                f"{script}: warning: made for envpool 1.2.5, found 1.2.7, whose envs may differ: pip install "
+                "envpool==1.2.5"
+            ]
+            if version == "1.2.7"
+            else []
+        )
         assert warnings == expected, proc.stderr

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import load_script, need, need_procgen, SameStepReference, scaled_rewards_reference, wrappers
+from helpers import SameStepReference, load_script, need, need_procgen, scaled_rewards_reference, wrappers
 
 BREAKOUT = "BreakoutNoFrameskip-v4"
 ALE_SCRIPTS = ["ppo_atari.py", "ppo_atari_lstm.py", "ppo_atari_multigpu.py"]
@@ -29,7 +29,8 @@ def spy_on_rewards(module, class_name, inner, monkeypatch):
 
             def step(actions, *env_ids):
                 out = inner_step(actions, *env_ids)
-                if not env_ids:  # envpool's reset steps of the finished envs (procgen) are no transitions
+                # envpool's reset steps of the finished envs (procgen) are no transitions
+                if not env_ids:
                     raw.append(np.copy(out[1]))
                     ends.append(np.logical_or(out[2], out[3]))
                 return out
@@ -58,8 +59,18 @@ def test_m8_procgen_return_statistics_use_gamma_099_not_the_ppo_gamma(tmp_path, 
     monkeypatch.chdir(tmp_path)
     raw, ends, seen = spy_on_rewards(procgen, "EnvpoolVecEnv", "envs", monkeypatch)
     # fruitbot: random play gets rewards every few dozen steps, enough of them to tell the two gammas apart
-    procgen.main(procgen.Args(env_id="fruitbot", num_envs=4, num_steps=64, num_minibatches=4, update_epochs=1,
-                              total_timesteps=256, num_threads=1, gamma=0.999))
+    procgen.main(
+        procgen.Args(
+            env_id="fruitbot",
+            num_envs=4,
+            num_steps=64,
+            num_minibatches=4,
+            update_epochs=1,
+            total_timesteps=256,
+            num_threads=1,
+            gamma=0.999,
+        )
+    )
     assert len(seen) == 64
     assert_scaled_with_gamma_099(raw, ends, seen, 0.999)
 
@@ -68,8 +79,17 @@ def test_m8_continuous_return_statistics_use_gamma_099_not_the_ppo_gamma(tmp_pat
     pca = load_script("ppo_continuous_action.py")
     monkeypatch.chdir(tmp_path)
     raw, ends, seen = spy_on_rewards(pca, "NormalizeVecEnv", "env", monkeypatch)
-    pca.main(pca.Args(env_id="Pendulum-v1", num_envs=2, num_steps=64, num_minibatches=2, update_epochs=1,
-                      total_timesteps=128, gamma=0.9))
+    pca.main(
+        pca.Args(
+            env_id="Pendulum-v1",
+            num_envs=2,
+            num_steps=64,
+            num_minibatches=2,
+            update_epochs=1,
+            total_timesteps=128,
+            gamma=0.9,
+        )
+    )
     assert len(seen) == 64
     assert_scaled_with_gamma_099(raw, ends, seen, 0.9)
 
@@ -79,8 +99,10 @@ def test_p1_impala_convolutions_and_dense_layer_get_glorot_uniform_and_zero_bias
     so their std is that bound / sqrt(3); biases 0. PyTorch's default (bound 1 / sqrt(fan_in), nonzero biases) must
     not pass. The policy and value heads keep [C2]'s orthogonal init, gains 0.01 and 1."""
     procgen = load_script("ppo_procgen.py")
-    envs = SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (3, 64, 64), np.uint8),
-                           single_action_space=gym.spaces.Discrete(15))
+    envs = SimpleNamespace(
+        single_observation_space=gym.spaces.Box(0, 255, (3, 64, 64), np.uint8),
+        single_action_space=gym.spaces.Discrete(15),
+    )
     torch.manual_seed(0)
     agent = procgen.Agent(envs)
     layers = [m for m in agent.network.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
@@ -111,8 +133,9 @@ def ale_vector_env(script):
     ale_py = need("ale_py")
     need("cv2")
     gym.register_envs(ale_py)
-    return gym.vector.SyncVectorEnv([script.make_env(BREAKOUT, 0, False, "test")],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.vector.SyncVectorEnv(
+        [script.make_env(BREAKOUT, 0, False, "test")], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
 
 
 @pytest.mark.parametrize("name", ["ppo_atari.py", "ppo_atari_multigpu.py"])
@@ -164,7 +187,8 @@ def test_episode_statistics_count_agent_steps_and_raw_score_of_whole_games(name)
         counted["raw"] += out[1]
         return out
 
-    def reset(**kwargs):  # a new game: NoopReset's no-ops are single frames below MaxAndSkip, not steps
+    # a new game: NoopReset's no-ops are single frames below MaxAndSkip, not steps
+    def reset(**kwargs):
         counted.update({"last game": (counted["steps"], counted["raw"]), "steps": 0, "raw": 0.0})
         return skip_reset(**kwargs)
 
@@ -176,7 +200,8 @@ def test_episode_statistics_count_agent_steps_and_raw_score_of_whole_games(name)
         _, _, terminated, truncated, infos = envs.step(rng.integers(4, size=1))
         agent_steps += 1
         if "final_info" in infos and "episode" in infos["final_info"]:
-            episode = infos["final_info"]["episode"]  # the autoreset has begun the next game: "last game" is this one
+            # the autoreset has begun the next game: "last game" is this one
+            episode = infos["final_info"]["episode"]
             games.append((int(episode["l"][0]), float(episode["r"][0]), *counted["last game"], agent_steps, lost_lives))
             agent_steps = lost_lives = 0
         elif terminated[0]:
@@ -184,7 +209,8 @@ def test_episode_statistics_count_agent_steps_and_raw_score_of_whole_games(name)
     for length, ret, step_count, raw_sum, agent_steps, lost_lives in games:
         assert lost_lives == 4  # Breakout's 5 lives: whole games, not lives
         assert (length, ret) == (step_count, raw_sum)
-        assert ret > 0 and ret == int(ret)  # raw points (Breakout's are 1 to 7), not clipped rewards
+        # raw points (Breakout's are 1 to 7), not clipped rewards
+        assert ret > 0 and ret == int(ret)
         # the agent's own steps, plus FIRE and action 2 at the game's start and a no-op, FIRE, action 2 per lost life
         assert length == agent_steps + 2 + 3 * lost_lives
     envs.close()
@@ -201,13 +227,15 @@ def test_a7_envpool_stack_restarts_from_zeros_after_a_lost_life_and_a_game_over(
 
     def check(obs, ref_obs, fresh):  # fresh: frames since the last done, the newest included
         np.testing.assert_array_equal(obs[0, -fresh:], ref_obs[0, -fresh:])
-        assert not obs[0, :-fresh].any() and ref_obs[0, :-fresh].any()  # zeros where envpool has older frames
+        # zeros where envpool has older frames
+        assert not obs[0, :-fresh].any() and ref_obs[0, :-fresh].any()
 
     fresh = 1
     check(envs.reset()[0], ref.reset(), fresh)
     lost_lives = games_over = 0
     while games_over < 2:
-        actions = np.zeros(1, dtype=np.int64)  # NOOP: the ball FIRE served is never returned, so lives go fast
+        # NOOP: the ball FIRE served is never returned, so lives go fast
+        actions = np.zeros(1, dtype=np.int64)
         obs, _, terminated, truncated, _ = envs.step(actions)
         ref_obs, _, _, _, (ref_info,) = ref.step(actions)
         done = terminated[0] or truncated[0]
@@ -275,8 +303,14 @@ def envpool_breakout_steps(script, seed, limit, actions):
     steps = []
     for action in actions:
         obs, _, terminated, truncated, info = env.step(action)
-        steps.append((obs[0].copy(), terminated[0], truncated[0], {key: int(info[key][0]) for key in
-                                                                   ("lives", "terminated", "elapsed_step")}))
+        steps.append(
+            (
+                obs[0].copy(),
+                terminated[0],
+                truncated[0],
+                {key: int(info[key][0]) for key in ("lives", "terminated", "elapsed_step")},
+            )
+        )
         if terminated[0] or truncated[0]:
             env.step(action)
     env.close()
@@ -290,7 +324,8 @@ def test_envpool_at_the_time_limit_ends_as_ppo_atari():
     from before the last done are zeros."""
     need("envpool")
     script = load_script("ppo_atari_envpool.py")
-    seed, actions = 3, np.zeros((600, 1), dtype=np.int64)  # NOOP: the ball FIRE served is never returned; (steps, envs)
+    # NOOP: the ball FIRE served is never returned; (steps, envs)
+    seed, actions = 3, np.zeros((600, 1), dtype=np.int64)
     untimed = envpool_breakout_steps(script, seed, 100000, actions)
     life = next(info["elapsed_step"] for _, ended, _, info in untimed if ended and not info["terminated"])
     over = next(info["elapsed_step"] for _, ended, _, info in untimed if ended and info["terminated"])
@@ -304,9 +339,11 @@ def test_envpool_at_the_time_limit_ends_as_ppo_atari():
                 break
         raw_obs, raw_terminated, raw_truncated, info = raw[t]
         assert raw_truncated and info["elapsed_step"] == limit
-        if limit in (life, over):  # the end on the last step: envpool says truncated only, the adapter terminated too
+        # the end on the last step: envpool says truncated only, the adapter terminated too
+        if limit in (life, over):
             assert not raw_terminated and terminated[0], (limit, t)
-        else:  # truncated one step after a lost life: the two frames from before it are zeros, as ppo_atari.py's
+        # truncated one step after a lost life: the two frames from before it are zeros, as ppo_atari.py's
+        else:
             assert not terminated[0] and raw[t - 1][1]
             assert not infos["final_obs"][0, :2].any() and raw_obs[:2].any()
             np.testing.assert_array_equal(infos["final_obs"][0, 2:], raw_obs[2:])

@@ -1,6 +1,7 @@
 """Gym-μRTS 0.2.0 (the blog's MultiDiscrete envs) in ppo_multidiscrete*.py: MicrortsVecEnv changes nothing of what the
 env gives, the blog's μRTS CNN (C13's shared trunk), short runs of both scripts, stops, and one-line errors. The tests
-that need Gym-μRTS and Java are skipped, with the reason, where `bash benchmark/install_microrts.sh` has not been run."""
+that need Gym-μRTS and Java are skipped, with the reason, where `bash benchmark/install_microrts.sh` has not been
+run."""
 
 import concurrent.futures
 import importlib
@@ -17,13 +18,24 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import (METRICS, REPO, assert_ok, assert_usage_error, load_script, missing, read_scalars, run_dirs,
-                     run_script, test_env)
+from helpers import (
+    METRICS,
+    REPO,
+    assert_ok,
+    assert_usage_error,
+    load_script,
+    missing,
+    read_scalars,
+    run_dirs,
+    run_script,
+    test_env,
+)
 
 md = load_script("ppo_multidiscrete.py")
 mdm = load_script("ppo_multidiscrete_mask.py")
 SCRIPTS = ["ppo_multidiscrete.py", "ppo_multidiscrete_mask.py"]
-NVEC = [100, 6, 4, 4, 4, 4, 7, 100]  # a 10 x 10 map: source cell, action type, 4 directions, unit type, target cell
+# a 10 x 10 map: source cell, action type, 4 directions, unit type, target cell
+NVEC = [100, 6, 4, 4, 4, 4, 7, 100]
 OFFSETS = np.cumsum([0] + NVEC[:-1])  # where each component's choices start in the 229-value mask
 LIMITS = {"MicrortsMining-v1": 200, "MicrortsAttackShapedReward-v1": 400, "MicrortsRandomEnemyShapedReward3-v1": 600}
 SHORT = ["--env-id", "MicrortsMining-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512"]
@@ -51,7 +63,8 @@ def need_microrts():
 
 def in_a_fresh_process(function, *args):
     """function(*args) run in a new Python (spawned), its exception raised here. The JVM that the first Gym-μRTS env
-    starts stays in the process until it exits, with its threads and its SIGINT and SIGTERM handlers: not in pytest's."""
+    starts stays in the process until it exits, with its threads and its SIGINT and SIGTERM handlers: not in
+    pytest's."""
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(function, *args).result()
 
@@ -60,7 +73,7 @@ def random_action(rng, mask=None):
     """One action: each component uniform over its choices, or over the valid ones (all when none is valid)."""
     action, start = [], 0
     for n in NVEC:
-        valid = np.arange(n) if mask is None else np.flatnonzero(mask[start:start + n])
+        valid = np.arange(n) if mask is None else np.flatnonzero(mask[start : start + n])
         action.append(rng.choice(valid if len(valid) else np.arange(n)))
         start += n
     return np.array(action)
@@ -121,7 +134,7 @@ def check_adapter(env_id):
     assert envs.single_observation_space.shape == (27, 10, 10)
     obs, infos = envs.reset()
     for i, env in enumerate(envs.envs):
-        (raw_obs, raw_mask), = env.log
+        ((raw_obs, raw_mask),) = env.log
         if twins:
             np.testing.assert_array_equal(twins[i].reset(), raw_obs)
             np.testing.assert_array_equal(twins[i].action_mask, raw_mask)
@@ -134,7 +147,8 @@ def check_adapter(env_id):
         actions = np.stack([random_action(rng, infos["action_mask"][0]), random_action(rng)])
         obs, reward, terminations, truncations, infos = envs.step(actions)
         for i, env in enumerate(envs.envs):
-            calls, seen[i] = env.log[seen[i]:], len(env.log)  # this step's: a step, then a reset if it ended
+            # this step's: a step, then a reset if it ended
+            calls, seen[i] = env.log[seen[i] :], len(env.log)
             (raw_obs, raw_reward, done, info), raw_mask = calls[0]
             assert len(calls) == 1 + done
             assert len(env.received) == t + 1
@@ -149,7 +163,8 @@ def check_adapter(env_id):
             assert truncations[i] == (done and info.get("TimeLimit.truncated", False))
             returns[i] += raw_reward
             lengths[i] += 1
-            if done:  # the last obs in final_obs; the next episode's first obs and mask come with the done
+            # the last obs in final_obs; the next episode's first obs and mask come with the done
+            if done:
                 np.testing.assert_array_equal(infos["final_obs"][i], raw_obs.transpose(2, 0, 1))
                 raw_obs, raw_mask = calls[1]
                 if twins:
@@ -163,7 +178,8 @@ def check_adapter(env_id):
             np.testing.assert_array_equal(obs[i], raw_obs.transpose(2, 0, 1))
             np.testing.assert_array_equal(infos["action_mask"][i], raw_mask.astype(bool))
             np.testing.assert_array_equal(infos["action_mask"][i], mask_from_obs(obs[i]))
-    for i, length, truncated in episodes:  # the time limit cuts an episode as a truncation, at exactly its step
+    # the time limit cuts an episode as a truncation, at exactly its step
+    for i, length, truncated in episodes:
         assert length == limit if truncated else length <= limit
     if twins:  # against the passive AI nothing ends these games before the limit at random play
         assert sorted(episodes) == [(0, limit, True), (1, limit, True)]
@@ -187,7 +203,8 @@ def check_script_actions(script, folder):
     module, sampled, made = load_script(script), [], []
 
     class Agent(module.Agent):
-        def get_action(self, *inputs):  # the rollout's only call that picks the actions sent to the envs
+        # the rollout's only call that picks the actions sent to the envs
+        def get_action(self, *inputs):
             action = super().get_action(*inputs)
             sampled.append(action.cpu().numpy().copy())
             return action
@@ -205,11 +222,13 @@ def check_script_actions(script, folder):
     assert len(sampled) == 128
     for i, env in enumerate(envs.envs):
         np.testing.assert_array_equal(np.stack([action for action, _ in env.received]), np.stack(sampled)[:, i])
-        allowed = np.array([mask[OFFSETS + action] == 1 for action, mask in env.received])  # (steps, components)
-        has_choice = np.array([[mask[s:s + n].any() for s, n in zip(OFFSETS, NVEC)] for _, mask in env.received])
+        # (steps, components)
+        allowed = np.array([mask[OFFSETS + action] == 1 for action, mask in env.received])
+        has_choice = np.array([[mask[s : s + n].any() for s, n in zip(OFFSETS, NVEC)] for _, mask in env.received])
         if script == "ppo_multidiscrete_mask.py":
             assert allowed[has_choice].all()
-        else:  # a near-uniform source cell (100 choices) is rarely one of the 1-2 units that can act
+        # a near-uniform source cell (100 choices) is rarely one of the 1-2 units that can act
+        else:
             assert allowed[:, 0].mean() < 0.5
 
 
@@ -224,12 +243,15 @@ def test_a_move_from_the_mask_moves_the_unit_as_the_action_says():
 
 def check_moves():
     envs = md.make_env("MicrortsMining-v1", 1, 1, False, "test")
-    worker_plane = 14 + [t["name"] for t in envs.envs[0].unwrapped.utt["unitTypes"]].index("Worker")  # 13: no unit
+    # 13: no unit
+    worker_plane = 14 + [t["name"] for t in envs.envs[0].unwrapped.utt["unitTypes"]].index("Worker")
     obs, infos = envs.reset()
     for direction, (dy, dx) in [(3, (0, -1)), (2, (1, 0)), (1, (0, 1)), (0, (-1, 0))]:
-        (cell,) = np.flatnonzero(infos["action_mask"][0][:100] & (obs[0, worker_plane].ravel() == 1))  # one worker
+        # one worker
+        (cell,) = np.flatnonzero(infos["action_mask"][0][:100] & (obs[0, worker_plane].ravel() == 1))
         y, x = divmod(int(cell), 10)  # the mask's cell y * 10 + x
-        assert 0 <= y + dy < 10 and 0 <= x + dx < 10 and obs[0, 13, y + dy, x + dx] == 1  # an empty cell to go to
+        # an empty cell to go to
+        assert 0 <= y + dy < 10 and 0 <= x + dx < 10 and obs[0, 13, y + dy, x + dx] == 1
         action = np.array([[y * 10 + x, 1, direction, 0, 0, 0, 0, 0]])
         obs, _, _, _, infos = envs.step(action)
         assert obs[0, worker_plane, y + dy, x + dx] == 1 and obs[0, 13, y, x] == 1
@@ -257,10 +279,16 @@ def check_close():
 
 
 def test_d2_the_blogs_microrts_cnn():
-    """The μRTS CNN on a (27, 10, 10) observation: the layer sizes of the blog's μRTS Agent, its forward pass written out with
-    torch.nn.functional, and C2's orthogonal gains (sqrt(2) hidden, 0.01 policy, 1 value)."""
-    envs = type("Envs", (), dict(single_observation_space=gym.spaces.Box(0, 1, (27, 10, 10), np.float32),
-                                 single_action_space=gym.spaces.MultiDiscrete(NVEC)))
+    """The μRTS CNN on a (27, 10, 10) observation: the layer sizes of the blog's μRTS Agent, its forward pass written
+    out with torch.nn.functional, and C2's orthogonal gains (sqrt(2) hidden, 0.01 policy, 1 value)."""
+    envs = type(
+        "Envs",
+        (),
+        dict(
+            single_observation_space=gym.spaces.Box(0, 1, (27, 10, 10), np.float32),
+            single_action_space=gym.spaces.MultiDiscrete(NVEC),
+        ),
+    )
     torch.manual_seed(0)
     agent = md.Agent(envs)
     conv1, conv2, linear = (layer for layer in agent.network if isinstance(layer, (torch.nn.Conv2d, torch.nn.Linear)))
@@ -281,13 +309,19 @@ def test_d2_the_blogs_microrts_cnn():
     torch.testing.assert_close(value, f.linear(hidden, agent.critic.weight, agent.critic.bias))
     torch.testing.assert_close(agent.get_value(x), value)
     logits = f.linear(hidden, agent.actor.weight, agent.actor.bias)
-    expected = sum(torch.log_softmax(c, 1).gather(1, a[:, None])[:, 0]
-                   for c, a in zip(torch.split(logits, NVEC, 1), action.T))
+    expected = sum(
+        torch.log_softmax(c, 1).gather(1, a[:, None])[:, 0] for c, a in zip(torch.split(logits, NVEC, 1), action.T)
+    )
     torch.testing.assert_close(logprob, expected)
     # the masked script builds the same network, and a flat observation still gets C13's two MLPs (no CNN)
     assert [p.shape for p in mdm.Agent(envs).parameters()] == [p.shape for p in agent.parameters()]
-    flat = type("Envs", (), dict(single_observation_space=gym.spaces.Box(0, 1, (12,)),
-                                 single_action_space=gym.spaces.MultiDiscrete([3, 4])))
+    flat = type(
+        "Envs",
+        (),
+        dict(
+            single_observation_space=gym.spaces.Box(0, 1, (12,)), single_action_space=gym.spaces.MultiDiscrete([3, 4])
+        ),
+    )
     assert isinstance(md.Agent(flat).network, torch.nn.Identity)
 
 
@@ -298,7 +332,8 @@ def test_short_run_on_mining_copied_alone(tmp_path, script):
     save = ["--save-model"] if script == "ppo_multidiscrete_mask.py" else ["--bootstrap-truncated"]
     proc = run_script(script, *SHORT, *save, cwd=tmp_path, alone=True)
     assert_ok(proc)
-    assert proc.stdout.splitlines()[0].startswith("step"), proc.stdout[:500]  # the Java side's prints are not shown
+    # the Java side's prints are not shown
+    assert proc.stdout.splitlines()[0].startswith("step"), proc.stdout[:500]
     (run_dir,) = run_dirs(tmp_path)
     assert run_dir.name.startswith("MicrortsMining-v1__")
     # args.json names the libraries that ran the envs, as installed here
@@ -308,28 +343,39 @@ def test_short_run_on_mining_copied_alone(tmp_path, script):
     scalars = read_scalars(run_dir)
     for tag in METRICS + ["charts/invalid_action_rate"]:
         assert tag in scalars and all(np.isfinite(v) for _, v in scalars[tag]), tag
-    assert [v for _, v in scalars["charts/episodic_length"]] == [200, 200]  # each env's first game, to the limit
+    # each env's first game, to the limit
+    assert [v for _, v in scalars["charts/episodic_length"]] == [200, 200]
     rates = [v for _, v in scalars["charts/invalid_action_rate"]]
-    if script == "ppo_multidiscrete_mask.py":  # [X4] invalid only where nothing is valid: at a step when all of the
-        assert all(r < 0.01 for r in rates)  # agent's units are busy, no source cell is (seen: 1 component in 1024)
+    # [X4] invalid only where nothing is valid: at a step when all of the
+    if script == "ppo_multidiscrete_mask.py":
+        # agent's units are busy, no source cell is (seen: 1 component in 1024)
+        assert all(r < 0.01 for r in rates)
     else:  # a near-uniform source cell (100 choices) is rarely one of the units that can act
         assert all(r > 0.1 for r in rates)
     if save == ["--save-model"]:
-        proc = run_script(script, "--eval-checkpoint", run_dir / f"{script[:-3]}.pt", "--eval-episodes", "1",
-                          cwd=tmp_path)
+        proc = run_script(
+            script, "--eval-checkpoint", run_dir / f"{script[:-3]}.pt", "--eval-episodes", "1", cwd=tmp_path
+        )
         assert_ok(proc)
         assert "MicrortsMining-v1: mean return" in proc.stdout
 
 
-@pytest.mark.parametrize("script,signum,code", [("ppo_multidiscrete.py", signal.SIGINT, 130),
-                                                ("ppo_multidiscrete_mask.py", signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    "script,signum,code",
+    [("ppo_multidiscrete.py", signal.SIGINT, 130), ("ppo_multidiscrete_mask.py", signal.SIGTERM, 143)],
+)
 def test_a_stop_mid_run_saves_the_checkpoint(tmp_path, script, signum, code):
     """The JVM takes over SIGINT and SIGTERM when it starts (it would exit at once, saving nothing); the adapter gives
     them back to the script, so Ctrl-C or a scheduler's SIGTERM stops at an iteration boundary with a checkpoint."""
     need_microrts()
-    proc = subprocess.Popen([sys.executable, str(REPO / script), *SHORT[:6], "--total-timesteps", "100000",
-                             "--save-model"], cwd=tmp_path, env=test_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / script), *SHORT[:6], "--total-timesteps", "100000", "--save-model"],
+        cwd=tmp_path,
+        env=test_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().startswith("step")  # training is under way
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
@@ -337,11 +383,13 @@ def test_a_stop_mid_run_saves_the_checkpoint(tmp_path, script, signum, code):
     assert "interrupted at step" in err and "Traceback" not in err
     (run_dir,) = run_dirs(tmp_path)
     saved = torch.load(run_dir / f"{script[:-3]}.pt", weights_only=True)
-    assert saved["global_step"] == saved["iteration"] * 128  # the iterations done when the signal came
+    # the iterations done when the signal came
+    assert saved["global_step"] == saved["iteration"] * 128
 
 
 def test_missing_microrts_is_one_line_error(tmp_path):
-    (tmp_path / "gym_microrts.py").write_text("raise ImportError('No module named gym_microrts')\n")  # shadows it
+    # shadows it
+    (tmp_path / "gym_microrts.py").write_text("raise ImportError('No module named gym_microrts')\n")
     (tmp_path / "gym.py").write_text("__version__ = '0.18.3'\n")  # and gym 0.18, installed or not
     proc = run_script("ppo_multidiscrete_mask.py", *SHORT, cwd=tmp_path / "cwd", env=test_env(PYTHONPATH=str(tmp_path)))
     assert_usage_error(proc, "No module named gym_microrts", "bash benchmark/install_microrts.sh")
@@ -352,7 +400,8 @@ def test_missing_microrts_is_one_line_error(tmp_path):
 def test_a_later_gym_is_one_line_error(tmp_path, version):
     """gym 0.24 and later cannot run Gym-μRTS 0.2.0: refused by version. 0.23 passes that check, and this stand-in
     module then fails at gym_microrts' import, which says what to install too."""
-    (tmp_path / "gym.py").write_text(f"__version__ = '{version}'\n")  # a stand-in: a module, not the package
+    # a stand-in: a module, not the package
+    (tmp_path / "gym.py").write_text(f"__version__ = '{version}'\n")
     proc = run_script("ppo_multidiscrete.py", *SHORT, cwd=tmp_path / "cwd", env=test_env(PYTHONPATH=str(tmp_path)))
     assert_usage_error(proc, "bash benchmark/install_microrts.sh")
     assert (f"found gym {version}" in proc.stderr) == (version != "0.23.1")
@@ -378,8 +427,14 @@ def test_no_java_is_one_line_error(tmp_path):
     need_microrts()
     (tmp_path / "no_java.py").write_text(NO_JAVA)
     env = {key: value for key, value in test_env().items() if key != "JAVA_HOME"}
-    proc = subprocess.run([sys.executable, str(tmp_path / "no_java.py"), str(REPO / "ppo_multidiscrete.py"), *SHORT],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "no_java.py"), str(REPO / "ppo_multidiscrete.py"), *SHORT],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert_usage_error(proc, "No JVM shared library file", "openjdk-17-jre-headless")
     assert not (tmp_path / "runs").exists()
 
@@ -387,15 +442,19 @@ def test_no_java_is_one_line_error(tmp_path):
 def test_a_jvm_that_does_not_start_is_one_line_error(tmp_path):
     need_microrts()
     (tmp_path / "java" / "lib" / "server").mkdir(parents=True)
-    (tmp_path / "java" / "lib" / "server" / "libjvm.so").write_text("not a library\n")  # JAVA_HOME points at it
+    # JAVA_HOME points at it
+    (tmp_path / "java" / "lib" / "server" / "libjvm.so").write_text("not a library\n")
     proc = run_script("ppo_multidiscrete_mask.py", *SHORT, cwd=tmp_path, env=test_env(JAVA_HOME=str(tmp_path / "java")))
     assert_usage_error(proc, "cannot make env 'MicrortsMining-v1'", "libjvm.so", "openjdk-17-jre-headless")
 
 
-@pytest.mark.parametrize("args,fragments", [
-    (["--capture-video"], ["--capture-video", "display"]),
-    (["--env-id", "MicrortsNoSuchEnv-v1"], ["cannot make env 'MicrortsNoSuchEnv-v1'"]),
-])
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["--capture-video"], ["--capture-video", "display"]),
+        (["--env-id", "MicrortsNoSuchEnv-v1"], ["cannot make env 'MicrortsNoSuchEnv-v1'"]),
+    ],
+)
 def test_bad_microrts_input_is_one_line_error(tmp_path, args, fragments):
     need_microrts()
     assert_usage_error(run_script("ppo_multidiscrete.py", *SHORT, *args, cwd=tmp_path), *fragments)

@@ -1,5 +1,5 @@
-"""The two-part layout of every script: the PPO first (Args ... main), then one divider and the run plumbing, whose text is
-the same in every single-process script, so that `diff` of two of them never shows plumbing."""
+"""The two-part layout of every script: the PPO first (Args ... main), then one divider and the run plumbing, whose
+text is the same in every single-process script, so that `diff` of two of them never shows plumbing."""
 
 import ast
 import difflib
@@ -26,7 +26,8 @@ SINGLE_PROCESS = [script for script in SCRIPTS if script != "ppo_atari_multigpu.
 
 def test_the_plumbing_is_the_same_text_in_every_single_process_script():
     reference = parts("ppo.py")[1]
-    assert reference.endswith('\nif __name__ == "__main__":\n    main(tyro.cli(Args))\n')  # tyro's parse, then main
+    # tyro's parse, then main
+    assert reference.endswith('\nif __name__ == "__main__":\n    main(tyro.cli(Args))\n')
     assert len(SINGLE_PROCESS) == 8
     for script in SINGLE_PROCESS:
         text = (REPO / script).read_text()
@@ -48,8 +49,10 @@ def test_the_multigpu_plumbing_differs_only_by_what_torchrun_needs():
 
 def test_the_ctrl_c_guard_before_the_imports_is_the_same_in_every_script():
     """Before the slow imports, `python <script>` lets Ctrl-C end the process without a traceback."""
-    guard = ('import signal\n\nif __name__ == "__main__":  # before the imports below (seconds): until training starts, '
-             'Ctrl-C ends the process quietly\n    signal.signal(signal.SIGINT, signal.SIG_DFL)\nimport contextlib\n')
+    guard = (
+        'import signal\n\nif __name__ == "__main__":  # before the imports below (seconds): until training starts, '
+        "Ctrl-C ends the process quietly\n    signal.signal(signal.SIGINT, signal.SIG_DFL)\nimport contextlib\n"
+    )
     for script in SCRIPTS:
         head = parts(script)[0]
         assert head.index(guard) < head.index("import torch"), script
@@ -72,16 +75,31 @@ def test_ppo_first_in_reading_order_then_the_plumbing(script):
         if isinstance(node, ast.If):
             assert ast.unparse(node.test) == "__name__ == '__main__'"
     main = next(node for node in ast.parse(ppo).body if getattr(node, "name", None) == "main")
-    used = {node.attr for node in ast.walk(main) if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "run"}
-    public = {"fail", "load", "start", "seed", "name", "start_iteration", "recent_returns", "progress", "save",
-              "target_reached", "stop_signal"}
+    used = {
+        node.attr for node in ast.walk(main) if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "run"
+    }
+    public = {
+        "fail",
+        "load",
+        "start",
+        "seed",
+        "name",
+        "start_iteration",
+        "recent_returns",
+        "progress",
+        "save",
+        "target_reached",
+        "stop_signal",
+    }
     if script == "ppo_atari_multigpu.py":  # its own plumbing, for torchrun
         public |= {"iterations"}
     assert used <= public, used
 
 
 @pytest.mark.parametrize("seconds", [1, 25, 30])
-def test_the_progress_line_every_twentieth_of_the_run_and_at_least_once_a_minute(seconds, tmp_path, monkeypatch, capsys):
+def test_the_progress_line_every_twentieth_of_the_run_and_at_least_once_a_minute(
+    seconds, tmp_path, monkeypatch, capsys
+):
     """1,000 iterations of `seconds` each on a fake clock: a line after the first, the last and every 50th (a 20th of
     the run), and besides those one at the first iteration that ends 60 s or more after the previous line."""
     module = load_script("ppo.py")
@@ -100,7 +118,8 @@ def test_the_progress_line_every_twentieth_of_the_run_and_at_least_once_a_minute
     assert args.num_iterations == 1000 and set(lines) >= {1, *range(50, 1001, 50)}
     if seconds == 1:  # 50 s between two 20ths: those lines only
         assert lines == [1, *range(50, 1001, 50)]
-    else:  # a minute or more is 3 iterations of 25 s, 2 of 30 s: so far apart, or less where the later one is a 20th
+    # a minute or more is 3 iterations of 25 s, 2 of 30 s: so far apart, or less where the later one is a 20th
+    else:
         minute = math.ceil(60 / seconds)
         gaps = [(b - a, b) for a, b in zip(lines, lines[1:])]
         assert all(gap == minute or (gap < minute and b % 50 == 0) for gap, b in gaps), gaps

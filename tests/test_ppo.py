@@ -1,4 +1,5 @@
-"""ppo.py: the 13 core details checked against independent computations, and the script's behaviour as a user sees it."""
+"""ppo.py: the 13 core details checked against independent computations, and the script's behaviour as a user sees
+it."""
 
 import signal
 import subprocess
@@ -10,11 +11,21 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import (REPO, assert_ok, assert_usage_error, load_script, read_every_metric, read_scalars, run_dirs, run_script,
-                    test_env)
+from helpers import (
+    REPO,
+    assert_ok,
+    assert_usage_error,
+    load_script,
+    read_every_metric,
+    read_scalars,
+    run_dirs,
+    run_script,
+    test_env,
+)
 
 ppo = load_script("ppo.py")
-TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
+# 4 iterations of 64 steps
+TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]
 
 
 def reference_gae(rewards, values, dones, next_value, next_done, gamma, lam):
@@ -49,22 +60,31 @@ def test_compute_gae_matches_direct_sum(gamma, lam):
     dones[num_steps - 1, 2] = 1  # the last obs of the segment is a new episode
     next_done = np.array([0.0, 1.0, 0.0])  # env 1's episode ends exactly at the segment boundary
     as_t = lambda a: torch.tensor(a, dtype=torch.float64)
-    advantages, returns = ppo.compute_gae(as_t(rewards), as_t(values), as_t(dones), as_t(next_value),
-                                          as_t(next_done), gamma, lam)
+    advantages, returns = ppo.compute_gae(
+        as_t(rewards), as_t(values), as_t(dones), as_t(next_value), as_t(next_done), gamma, lam
+    )
     expected = reference_gae(rewards, values, dones, next_value, next_done, gamma, lam)
     np.testing.assert_allclose(advantages.numpy(), expected, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(returns.numpy(), expected + values, rtol=1e-10, atol=1e-10)  # [C5] TD(lambda) target
+    # [C5] TD(lambda) target
+    np.testing.assert_allclose(returns.numpy(), expected + values, rtol=1e-10, atol=1e-10)
 
 
 def fake_envs(obs_dim=4, n=2):
-    return SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (obs_dim,)),
-                           single_action_space=gym.spaces.Discrete(n))
+    return SimpleNamespace(
+        single_observation_space=gym.spaces.Box(-1, 1, (obs_dim,)), single_action_space=gym.spaces.Discrete(n)
+    )
 
 
 def test_layer_init_gains():
     agent = ppo.Agent(fake_envs(obs_dim=8, n=3))
-    expected = {"actor.0": np.sqrt(2), "actor.2": np.sqrt(2), "actor.4": 0.01,
-                "critic.0": np.sqrt(2), "critic.2": np.sqrt(2), "critic.4": 1.0}
+    expected = {
+        "actor.0": np.sqrt(2),
+        "actor.2": np.sqrt(2),
+        "actor.4": 0.01,
+        "critic.0": np.sqrt(2),
+        "critic.2": np.sqrt(2),
+        "critic.4": 1.0,
+    }
     layers = {name: m for name, m in agent.named_modules() if isinstance(m, torch.nn.Linear)}
     assert set(layers) == set(expected)
     for name, gain in expected.items():
@@ -97,15 +117,24 @@ class RecordingAgent(ppo.Agent):
 
     def get_action(self, x):
         action = super().get_action(x)
-        _, logprob, _, value = super().get_action_and_value(x, action)  # what a per-step call would have stored
-        RecordingAgent.calls.append(dict(kind="step", x=x.clone(), action=action.clone(), logprob=logprob.clone(),
-                                         value=value.clone()))
+        # what a per-step call would have stored
+        _, logprob, _, value = super().get_action_and_value(x, action)
+        RecordingAgent.calls.append(
+            dict(kind="step", x=x.clone(), action=action.clone(), logprob=logprob.clone(), value=value.clone())
+        )
         return action
 
     def get_action_and_value(self, x, action=None):
         out = super().get_action_and_value(x, action)
-        RecordingAgent.calls.append(dict(kind="given", x=x.detach().clone(), action=out[0].detach().clone(),
-                                         logprob=out[1].detach().clone(), value=out[3].detach().clone()))
+        RecordingAgent.calls.append(
+            dict(
+                kind="given",
+                x=x.detach().clone(),
+                action=out[0].detach().clone(),
+                logprob=out[1].detach().clone(),
+                value=out[3].detach().clone(),
+            )
+        )
         return out
 
 
@@ -125,15 +154,17 @@ def test_minibatches_and_first_ratio(tmp_path, monkeypatch):
     segment, *training = [c for c in RecordingAgent.calls if c["kind"] == "given"]
     assert len(steps) == args.num_steps and len(training) == args.update_epochs * args.num_minibatches
     # the segment's log-probs and values, computed in one batched call after the rollout, are those of per-step calls
-    samples = torch.cat([rows(c) for c in steps])  # (num_steps * num_envs, obs + action), step-major like the buffer
+    # (num_steps * num_envs, obs + action), step-major like the buffer
+    samples = torch.cat([rows(c) for c in steps])
     assert torch.equal(rows(segment), samples)
     torch.testing.assert_close(segment["logprob"], torch.cat([c["logprob"] for c in steps]), rtol=0, atol=1e-6)
-    torch.testing.assert_close(segment["value"].flatten(), torch.cat([c["value"].flatten() for c in steps]),
-                               rtol=0, atol=1e-6)
+    torch.testing.assert_close(
+        segment["value"].flatten(), torch.cat([c["value"].flatten() for c in steps]), rtol=0, atol=1e-6
+    )
     logprob_of = {tuple(row.tolist()): lp for row, lp in zip(samples, segment["logprob"])}
     assert len(logprob_of) == args.batch_size  # rows are distinct, so matching by content is exact
     for epoch in range(args.update_epochs):
-        calls = training[epoch * args.num_minibatches:(epoch + 1) * args.num_minibatches]
+        calls = training[epoch * args.num_minibatches : (epoch + 1) * args.num_minibatches]
         assert all(len(c["x"]) == args.minibatch_size for c in calls)
         seen = torch.cat([rows(c) for c in calls])
         assert sorted(map(tuple, seen.tolist())) == sorted(map(tuple, samples.tolist()))
@@ -174,15 +205,18 @@ def test_same_seed_same_losses(tmp_path):
     assert other_seed != first
 
 
-@pytest.mark.parametrize("args,fragments", [
-    (["--env-id", "Pendulum-v1"], ["Box", "ppo_continuous_action.py"]),
-    (["--num-minibatches", "3"], ["does not split", "--num-minibatches 3"]),
-    (["--num-envs", "0"], ["--num-envs must be positive"]),
-    (["--num-steps", "-5"], ["--num-steps must be positive"]),
-    (["--env-id", "NoSuchEnv-v0"], ["NoSuchEnv-v0"]),
-    (["--total-timesteps", "100"], ["less than one batch"]),
-    (["--eval-checkpoint", "missing.pt"], ["missing.pt"]),
-])
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["--env-id", "Pendulum-v1"], ["Box", "ppo_continuous_action.py"]),
+        (["--num-minibatches", "3"], ["does not split", "--num-minibatches 3"]),
+        (["--num-envs", "0"], ["--num-envs must be positive"]),
+        (["--num-steps", "-5"], ["--num-steps must be positive"]),
+        (["--env-id", "NoSuchEnv-v0"], ["NoSuchEnv-v0"]),
+        (["--total-timesteps", "100"], ["less than one batch"]),
+        (["--eval-checkpoint", "missing.pt"], ["missing.pt"]),
+    ],
+)
 def test_bad_input_is_one_line_error(tmp_path, args, fragments):
     assert_usage_error(run_script("ppo.py", *args, cwd=tmp_path), *fragments)
 
@@ -212,8 +246,9 @@ gym.register("MultiDiscreteToy-v0", entry_point=Toy)
 def test_a_multidiscrete_env_is_sent_to_the_multidiscrete_agent(tmp_path, script):
     """The hint names the Agent to take and says that script makes envpool envs (it can't run a gymnasium id)."""
     (tmp_path / "toy_envs.py").write_text(MULTIDISCRETE_ENV)
-    proc = run_script(script, "--env-id", "toy_envs:MultiDiscreteToy-v0", cwd=tmp_path,
-                      env=test_env(PYTHONPATH=str(tmp_path)))
+    proc = run_script(
+        script, "--env-id", "toy_envs:MultiDiscreteToy-v0", cwd=tmp_path, env=test_env(PYTHONPATH=str(tmp_path))
+    )
     assert_usage_error(proc, "MultiDiscrete action space", "Agent of ppo_multidiscrete.py", "envpool", "make_env")
 
 
@@ -239,12 +274,14 @@ def test_track_without_a_server_falls_back_to_offline(tmp_path):
     """Online mode with a server that refuses connections (a closed local port, so no real network is touched):
     wandb.init gives up after its timeout (WANDB_INIT_TIMEOUT, here 5 s instead of wandb's 90), the run logs
     offline and trains to the end."""
-    env = test_env(WANDB_MODE="online", WANDB_API_KEY="x" * 40, WANDB_BASE_URL="http://127.0.0.1:9",
-                   WANDB_INIT_TIMEOUT="5")
+    env = test_env(
+        WANDB_MODE="online", WANDB_API_KEY="x" * 40, WANDB_BASE_URL="http://127.0.0.1:9", WANDB_INIT_TIMEOUT="5"
+    )
     proc = run_script("ppo.py", *TINY, "--track", cwd=tmp_path, env=env, timeout=300)
     assert_ok(proc)
     assert "cannot reach the server" in proc.stderr and "logging offline" in proc.stderr
-    assert any(line.startswith("step       256/256") for line in proc.stdout.splitlines())  # trained to the end
+    # trained to the end
+    assert any(line.startswith("step       256/256") for line in proc.stdout.splitlines())
     (offline_run,) = (tmp_path / "wandb").glob("offline-run-*")
     assert list(offline_run.glob("*.wandb"))
 
@@ -256,8 +293,14 @@ def test_capture_video(tmp_path):
 
 
 def test_ctrl_c_flushes_logs_and_saves(tmp_path):
-    proc = subprocess.Popen([sys.executable, str(REPO / "ppo.py"), "--save-model"], cwd=tmp_path, env=test_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "ppo.py"), "--save-model"],
+        cwd=tmp_path,
+        env=test_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     first_line = proc.stdout.readline()  # the first progress line: training is under way
     assert first_line.startswith("step")
     proc.send_signal(signal.SIGINT)
@@ -283,14 +326,16 @@ def test_clip_range_annealing(tmp_path, monkeypatch, anneal_clip):
     monkeypatch.chdir(tmp_path)
     ranges, clamp = [], torch.clamp
 
-    def recording_clamp(x, *bounds, **named_bounds):  # the ratio's clamp is the one with bounds around 1
+    # the ratio's clamp is the one with bounds around 1
+    def recording_clamp(x, *bounds, **named_bounds):
         if len(bounds) == 2 and isinstance(bounds[0], float) and bounds[0] > 0:
             ranges.append(bounds[1] - 1)
         return clamp(x, *bounds, **named_bounds)
 
     monkeypatch.setattr(torch, "clamp", recording_clamp)
-    args = ppo.Args(num_envs=2, num_steps=32, total_timesteps=256, num_minibatches=2, update_epochs=1,
-                    anneal_clip=anneal_clip)
+    args = ppo.Args(
+        num_envs=2, num_steps=32, total_timesteps=256, num_minibatches=2, update_epochs=1, anneal_clip=anneal_clip
+    )
     ppo.main(args)
     n = args.num_iterations
     expected = [args.clip_coef * ((1 - i / n) if anneal_clip else 1) for i in range(n) for _ in range(2)]

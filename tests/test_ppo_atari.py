@@ -8,8 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import (assert_ok, assert_usage_error, load_script, need, read_every_metric, run_dirs, run_script,
-                     test_env, wrappers)
+from helpers import (
+    assert_ok,
+    assert_usage_error,
+    load_script,
+    need,
+    read_every_metric,
+    run_dirs,
+    run_script,
+    test_env,
+    wrappers,
+)
 
 ale_py = need("ale_py")
 cv2 = need("cv2")
@@ -18,8 +27,16 @@ gym.register_envs(ale_py)
 atari = load_script("ppo_atari.py")
 BREAKOUT = "BreakoutNoFrameskip-v4"
 # 4 iterations of 2 envs x 128 steps: 512 agent steps per env, enough for random play to end a few Breakout games
-SHORT = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1024",
-         "--update-epochs", "1"]  # one epoch: the tests check the metrics, not learning
+SHORT = [
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "128",
+    "--total-timesteps",
+    "1024",
+    "--update-epochs",
+    "1",
+]  # one epoch: the tests check the metrics, not learning
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "128"]
 
 
@@ -43,7 +60,8 @@ def test_a3_lost_life_ends_episode_but_reset_continues_the_game():
             continue
         assert terminated and not truncated
         lives, frame = ale.lives(), ale.getEpisodeFrameNumber()
-        if lives > 0:  # a lost life: done for learning, no whole-game statistics, and reset() continues the game
+        # a lost life: done for learning, no whole-game statistics, and reset() continues the game
+        if lives > 0:
             assert "episode" not in info
             env.reset()
             assert ale.lives() == lives  # not back to 5
@@ -55,7 +73,8 @@ def test_a3_lost_life_ends_episode_but_reset_continues_the_game():
             # recorded after [A1, A2], where baselines' Monitor is: steps of 4 frames of the whole game, the [A1]
             # no-op frames (1 to 30) not counted (test_fidelity.py counts the steps exactly)
             assert frame - 30 <= 4 * info["episode"]["l"] <= frame
-            assert info["episode"]["r"] >= clipped_sum  # Breakout's raw rewards are >= 1 where the clipped are 1
+            # Breakout's raw rewards are >= 1 where the clipped are 1
+            assert info["episode"]["r"] >= clipped_sum
             env.reset()
             assert ale.lives() == 5 and ale.getEpisodeFrameNumber() <= 30 + 8  # a new game
             games, lives_seen, clipped_sum = games + 1, [], 0.0
@@ -82,7 +101,8 @@ def test_a3_lives_counter_at_zero_ends_no_episode_while_the_game_goes_on(script)
         games_over += ale.game_over()
         if terminated:
             env.reset()
-    assert steps_at_zero >= 20 and games_over >= 1, (steps_at_zero, games_over)  # the case arose, and ended games
+    # the case arose, and ended games
+    assert steps_at_zero >= 20 and games_over >= 1, (steps_at_zero, games_over)
     env.close()
 
 
@@ -106,7 +126,8 @@ def test_a4_fire_reset_only_for_games_with_fire():
     assert not any(isinstance(w, atari.FireReset) for w in wrappers(freeway))
 
 
-@pytest.mark.parametrize("env_id", [BREAKOUT, "PongNoFrameskip-v4"])  # Breakout loses lives, Pong scores often
+# Breakout loses lives, Pong scores often
+@pytest.mark.parametrize("env_id", [BREAKOUT, "PongNoFrameskip-v4"])
 def test_a2_a5_a6_a7_step_against_the_raw_emulator(env_id):
     """Each agent step, replayed from a saved emulator state frame by frame: 4 frames of the same action, rewards
     summed then clipped to their sign, the max of the last two RGB frames, grayscale then 84x84 area resize."""
@@ -114,7 +135,8 @@ def test_a2_a5_a6_a7_step_against_the_raw_emulator(env_id):
     raw = env.unwrapped
     obs, _ = env.reset(seed=0)
     assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8 and env.observation_space.shape == (4, 84, 84)
-    assert not obs[:3].any() and obs[3].any()  # [A7] a reset stacks 3 zero frames and its own, as VecFrameStack
+    # [A7] a reset stacks 3 zero frames and its own, as VecFrameStack
+    assert not obs[:3].any() and obs[3].any()
     rng = np.random.default_rng(0)
     rewards_seen = ends_seen = 0
     for _ in range(300):
@@ -132,11 +154,13 @@ def test_a2_a5_a6_a7_step_against_the_raw_emulator(env_id):
             if game_over:
                 break
         if len(frames) == 4:
-            gray = cv2.cvtColor(np.maximum(frames[2], frames[3]), cv2.COLOR_RGB2GRAY)  # [A2] max of the last two
+            # [A2] max of the last two
+            gray = cv2.cvtColor(np.maximum(frames[2], frames[3]), cv2.COLOR_RGB2GRAY)
             expected = cv2.resize(gray, (84, 84), interpolation=cv2.INTER_AREA)  # [A5]
             assert np.array_equal(new_obs[3], expected)
             assert np.array_equal(new_obs[:3], obs[1:])  # [A7] the stack shifts by one frame
-        assert reward == np.sign(total)  # [A2] summed over the 4 frames, [A6] then clipped to its sign
+        # [A2] summed over the 4 frames, [A6] then clipped to its sign
+        assert reward == np.sign(total)
         rewards_seen += total != 0
         raw.ale.restoreState(after)
         obs = new_obs
@@ -155,8 +179,10 @@ def test_a6_clips_by_sign_not_by_range():
 
 
 def test_a8_a9_shared_cnn_on_uint8_frames():
-    envs = SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (4, 84, 84), np.uint8),
-                           single_action_space=gym.spaces.Discrete(6))
+    envs = SimpleNamespace(
+        single_observation_space=gym.spaces.Box(0, 255, (4, 84, 84), np.uint8),
+        single_action_space=gym.spaces.Discrete(6),
+    )
     torch.manual_seed(0)
     agent = atari.Agent(envs)
     x = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
@@ -176,14 +202,17 @@ def test_channels_last_changes_the_memory_layout_not_the_numbers():
     outputs and gradients equal those of the default NCHW layout, up to float rounding."""
     import copy
 
-    envs = SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (4, 84, 84), np.uint8),
-                           single_action_space=gym.spaces.Discrete(6))
+    envs = SimpleNamespace(
+        single_observation_space=gym.spaces.Box(0, 255, (4, 84, 84), np.uint8),
+        single_action_space=gym.spaces.Discrete(6),
+    )
     torch.manual_seed(0)
     nchw = atari.Agent(envs)
     nhwc = copy.deepcopy(nchw).to(memory_format=torch.channels_last)
     assert nhwc.network[0].weight.is_contiguous(memory_format=torch.channels_last)
     assert atari.Agent.pixels(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).is_contiguous(
-        memory_format=torch.channels_last)
+        memory_format=torch.channels_last
+    )
     nchw.pixels = lambda x: x / 255.0  # the plain division, default layout
     x = torch.randint(0, 256, (16, 4, 84, 84), dtype=torch.uint8)
     action = torch.randint(0, 6, (16,))
@@ -242,12 +271,15 @@ def test_save_then_evaluate_plays_whole_games(tmp_path):
     assert f"{BREAKOUT}: mean return" in proc.stdout
 
 
-@pytest.mark.parametrize("args,fragments", [
-    (["--env-id", "CartPole-v1"], ["NoFrameskip-v4", "CartPole-v1"]),
-    (["--env-id", "Breakout-v5"], ["NoFrameskip-v4"]),
-    (["--env-id", "NoSuchGameNoFrameskip-v4"], ["NoSuchGameNoFrameskip-v4"]),
-    (["--num-minibatches", "3"], ["does not split"]),
-])
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["--env-id", "CartPole-v1"], ["NoFrameskip-v4", "CartPole-v1"]),
+        (["--env-id", "Breakout-v5"], ["NoFrameskip-v4"]),
+        (["--env-id", "NoSuchGameNoFrameskip-v4"], ["NoSuchGameNoFrameskip-v4"]),
+        (["--num-minibatches", "3"], ["does not split"]),
+    ],
+)
 def test_bad_input_is_one_line_error(tmp_path, args, fragments):
     assert_usage_error(run_script("ppo_atari.py", *args, cwd=tmp_path), *fragments)
 

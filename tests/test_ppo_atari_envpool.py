@@ -4,25 +4,47 @@ whole-game statistics [E1], checked against raw envpool envs stepped independent
 import numpy as np
 import pytest
 
-from helpers import (assert_ok, assert_usage_error, load_script, need, read_every_metric, run_dirs, run_script,
-                     SameStepReference, test_env)
+from helpers import (
+    SameStepReference,
+    assert_ok,
+    assert_usage_error,
+    load_script,
+    need,
+    read_every_metric,
+    run_dirs,
+    run_script,
+    test_env,
+)
 
 envpool = need("envpool")
 
 atari = load_script("ppo_atari_envpool.py")
 BREAKOUT = "Breakout-v5"
-BANKHEIST = "BankHeist-v5"  # its lives counter reaches 0 with the last life still in play (so does Atlantis's)
+# its lives counter reaches 0 with the last life still in play (so does Atlantis's)
+BANKHEIST = "BankHeist-v5"
 # baselines' Atari preprocessing in envpool's option names, written out here independently of the script
-OPTIONS = dict(noop_max=30, frame_skip=4, episodic_life=True, use_fire_reset=True, img_height=84, img_width=84,
-               gray_scale=True, use_inter_area_resize=True, reward_clip=True, stack_num=4, repeat_action_probability=0.0)
+OPTIONS = dict(
+    noop_max=30,
+    frame_skip=4,
+    episodic_life=True,
+    use_fire_reset=True,
+    img_height=84,
+    img_width=84,
+    gray_scale=True,
+    use_inter_area_resize=True,
+    reward_clip=True,
+    stack_num=4,
+    repeat_action_probability=0.0,
+)
 # 2 iterations of 2 envs x 128 steps: 256 agent steps per env, enough for random play to end a Breakout game
 SHORT = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512", "--num-threads", "1"]
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64"]
 
 
 def reference(seed, num_envs, max_episode_steps=100000, game=BREAKOUT):
-    make = lambda s: envpool.make(game, env_type="gymnasium", num_envs=1, seed=s,
-                                  max_episode_steps=max_episode_steps, **OPTIONS)
+    make = lambda s: envpool.make(
+        game, env_type="gymnasium", num_envs=1, seed=s, max_episode_steps=max_episode_steps, **OPTIONS
+    )
     return SameStepReference(make, seed, num_envs)
 
 
@@ -30,7 +52,8 @@ def test_a1_a7_envpool_options():
     envs = atari.make_env(BREAKOUT, 2, 1, 1, False, "test")
     config = envs.envs.config
     assert {key: config[key] for key in OPTIONS} == OPTIONS
-    assert config["max_episode_steps"] == 100000  # ppo2's: 400,000 frames (the *NoFrameskip-v4 registration of gym)
+    # ppo2's: 400,000 frames (the *NoFrameskip-v4 registration of gym)
+    assert config["max_episode_steps"] == 100000
     assert envs.single_observation_space.shape == (4, 84, 84) and envs.single_observation_space.dtype == np.uint8
     envs.close()
 
@@ -43,14 +66,16 @@ def test_reset_step_taken_at_once_so_no_transition_crosses_a_reset():
     envs = atari.make_env(BREAKOUT, num_envs, seed, 1, False, "test")
     ref = reference(seed, num_envs)
     obs, _ = envs.reset()
-    np.testing.assert_array_equal(obs[:, -1], ref.reset()[:, -1])  # the newest frame (the older: test_fidelity.py)
+    # the newest frame (the older: test_fidelity.py)
+    np.testing.assert_array_equal(obs[:, -1], ref.reset()[:, -1])
     rng = np.random.default_rng(0)
     lives_lost = games_over = 0
     for _ in range(300):
         actions = np.where(rng.random(num_envs) < 0.9, 0, rng.integers(4, size=num_envs))
         obs, reward, terminated, truncated, infos = envs.step(actions)
         ref_obs, ref_reward, ref_terminated, ref_truncated, ref_infos = ref.step(actions)
-        np.testing.assert_array_equal(obs[:, -1], ref_obs[:, -1])  # the stack after a done [A7]: test_fidelity.py
+        # the stack after a done [A7]: test_fidelity.py
+        np.testing.assert_array_equal(obs[:, -1], ref_obs[:, -1])
         np.testing.assert_array_equal(reward, ref_reward)
         np.testing.assert_array_equal(terminated, ref_terminated)
         np.testing.assert_array_equal(truncated, ref_truncated)
@@ -77,7 +102,8 @@ def test_lives_counter_at_zero_ends_no_episode_while_the_game_goes_on():
     fresh = np.ones(num_envs, dtype=int)  # frames since each env's last done, the newest included
     steps_at_zero, games_over = np.zeros(num_envs, dtype=int), np.zeros(num_envs, dtype=int)
     for _ in range(700):
-        actions = rng.integers(envs.single_action_space.n, size=num_envs)  # random play: lives go by step 700
+        # random play: lives go by step 700
+        actions = rng.integers(envs.single_action_space.n, size=num_envs)
         obs, reward, terminated, truncated, _ = envs.step(actions)
         ref_obs, ref_reward, ref_terminated, ref_truncated, ref_infos = ref.step(actions)
         np.testing.assert_array_equal(terminated, ref_terminated)
@@ -85,12 +111,13 @@ def test_lives_counter_at_zero_ends_no_episode_while_the_game_goes_on():
         np.testing.assert_array_equal(reward, ref_reward)
         fresh = np.where(ref_terminated | ref_truncated, 1, np.minimum(fresh + 1, 4))
         for i in range(num_envs):
-            np.testing.assert_array_equal(obs[i, -fresh[i]:], ref_obs[i, -fresh[i]:])
-            assert not obs[i, :-fresh[i]].any()
+            np.testing.assert_array_equal(obs[i, -fresh[i] :], ref_obs[i, -fresh[i] :])
+            assert not obs[i, : -fresh[i]].any()
         lives = np.array([int(info["lives"]) for info in ref_infos])
         steps_at_zero += (lives == 0) & ~ref_terminated
         games_over += [bool(info["terminated"]) for info in ref_infos]
-    assert (steps_at_zero >= 20).all() and (games_over >= 1).all(), (steps_at_zero, games_over)  # the case arose
+    # the case arose
+    assert (steps_at_zero >= 20).all() and (games_over >= 1).all(), (steps_at_zero, games_over)
     envs.close()
 
 
@@ -100,10 +127,12 @@ def test_time_limit_on_a_lost_life_or_game_over_terminates_but_not_on_lives_reac
     counter dropping to 0 as its last life begins [X5, A3]."""
     seed = 1
     rng = np.random.default_rng(0)
-    actions = rng.integers(18, size=(700, 1))  # random play of BankHeist's 18 actions, (steps, envs)
+    # random play of BankHeist's 18 actions, (steps, envs)
+    actions = rng.integers(18, size=(700, 1))
     untimed = reference(seed, 1, game=BANKHEIST)
     untimed.reset()
-    ends = {}  # the first step of each kind, in the first game: its index, and whether envpool ended the episode there
+    # the first step of each kind, in the first game: its index, and whether envpool ended the episode there
+    ends = {}
     for t, action in enumerate(actions):
         _, _, (terminated,), _, (info,) = untimed.step(action)
         kind = "over" if info["terminated"] else "life" if terminated else "zero" if info["lives"] == 0 else None
@@ -170,19 +199,23 @@ def test_short_run_copied_alone_writes_every_metric_then_evaluates(tmp_path):
     np.testing.assert_allclose(lrs, [2.5e-4 * (1 - (i - 1) / 2) for i in range(1, 3)], rtol=1e-6)
     (model,) = run_dir.glob("ppo_atari_envpool.pt")
     assert "step" in proc.stdout and "SPS" in proc.stdout
-    proc = run_script("ppo_atari_envpool.py", "--eval-checkpoint", model, "--eval-episodes", "1", cwd=tmp_path,
-                      alone=True)
+    proc = run_script(
+        "ppo_atari_envpool.py", "--eval-checkpoint", model, "--eval-episodes", "1", cwd=tmp_path, alone=True
+    )
     assert_ok(proc)
     assert len([line for line in proc.stdout.splitlines() if line.startswith("eval episode")]) == 1
     assert f"{BREAKOUT}: mean return" in proc.stdout
 
 
-@pytest.mark.parametrize("args,fragments", [
-    (["--env-id", "BreakoutNoFrameskip-v4"], ["-v5", "BreakoutNoFrameskip-v4"]),
-    (["--env-id", "Ant-v5"], ["Ant-v5", "Atari"]),
-    (["--num-threads", "0"], ["--num-threads"]),
-    (["--num-minibatches", "3"], ["does not split"]),
-])
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["--env-id", "BreakoutNoFrameskip-v4"], ["-v5", "BreakoutNoFrameskip-v4"]),
+        (["--env-id", "Ant-v5"], ["Ant-v5", "Atari"]),
+        (["--num-threads", "0"], ["--num-threads"]),
+        (["--num-minibatches", "3"], ["does not split"]),
+    ],
+)
 def test_bad_input_is_one_line_error(tmp_path, args, fragments):
     assert_usage_error(run_script("ppo_atari_envpool.py", *TINY, *args, cwd=tmp_path), *fragments)
 

@@ -15,14 +15,26 @@ need("cv2")
 
 lstm = load_script("ppo_atari_lstm.py")
 BREAKOUT = "BreakoutNoFrameskip-v4"
-SHORT = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1024", "--num-minibatches", "2",
-         "--update-epochs", "1"]  # one epoch: the tests check the metrics, not learning
+SHORT = [
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "128",
+    "--total-timesteps",
+    "1024",
+    "--num-minibatches",
+    "2",
+    "--update-epochs",
+    "1",
+]  # one epoch: the tests check the metrics, not learning
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "128", "--num-minibatches", "2"]
 
 
 def fake_envs(n=4):
-    return SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (1, 84, 84), np.uint8),
-                           single_action_space=gym.spaces.Discrete(n))
+    return SimpleNamespace(
+        single_observation_space=gym.spaces.Box(0, 255, (1, 84, 84), np.uint8),
+        single_action_space=gym.spaces.Discrete(n),
+    )
 
 
 def test_a7_one_frame():
@@ -53,7 +65,8 @@ def test_l3_state_is_zeroed_where_an_episode_starts():
     x = torch.randint(0, 256, (T * B, 1, 84, 84), dtype=torch.uint8)
     done = torch.zeros(T, B)
     done[3, 0] = 1  # env 0: obs 3 starts a new episode
-    state = tuple(torch.randn(1, B, 128) for _ in range(2))  # a state carried from before the segment
+    # a state carried from before the segment
+    state = tuple(torch.randn(1, B, 128) for _ in range(2))
     with torch.no_grad():
         out, _ = agent.get_states(x, state, done.reshape(-1))
         out = out.reshape(T, B, 128)
@@ -68,8 +81,10 @@ def test_l3_state_is_zeroed_where_an_episode_starts():
             expected.append(o[0, 0])
         torch.testing.assert_close(out[:, 0], torch.stack(expected))
         no_reset, _ = agent.get_states(x, state, torch.zeros(T * B))
-    torch.testing.assert_close(out[:, 1], no_reset.reshape(T, B, 128)[:, 1])  # env 1 had no episode start
-    assert not torch.allclose(out[3:, 0], no_reset.reshape(T, B, 128)[3:, 0])  # the reset changed env 0
+    # env 1 had no episode start
+    torch.testing.assert_close(out[:, 1], no_reset.reshape(T, B, 128)[:, 1])
+    # the reset changed env 0
+    assert not torch.allclose(out[3:, 0], no_reset.reshape(T, B, 128)[3:, 0])
 
 
 @pytest.mark.parametrize("p_start", [0.0, 0.05, 0.5, 1.0])
@@ -101,7 +116,8 @@ def test_one_lstm_call_per_stretch_computes_what_one_call_per_step_computes(p_st
         (out.square().sum() + h.sum() + c.sum()).backward()
         results.append([out, h, c] + [p.grad.clone() for p in agent.parameters() if p.grad is not None])
     assert len(results[0]) == len(results[1]) > 3
-    for got, expected in zip(*results):  # the LSTM's weight gradients sum over the steps in another order: rounding
+    # the LSTM's weight gradients sum over the steps in another order: rounding
+    for got, expected in zip(*results):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
 
 
@@ -132,14 +148,20 @@ def run_recorded(tmp_path, monkeypatch, num_minibatches, update_epochs, break_l3
     monkeypatch.setattr(RecordingAgent, "break_l3", break_l3)
     monkeypatch.setattr(RecordingAgent, "break_l5", break_l5)
     RecordingAgent.calls = []
-    args = lstm.Args(num_envs=2, num_steps=64, total_timesteps=256, num_minibatches=num_minibatches,
-                     update_epochs=update_epochs, seed=1)
+    args = lstm.Args(
+        num_envs=2,
+        num_steps=64,
+        total_timesteps=256,
+        num_minibatches=num_minibatches,
+        update_epochs=update_epochs,
+        seed=1,
+    )
     lstm.main(args)
     rollout = [c for c in RecordingAgent.calls if not c["training"]]
     training = [c for c in RecordingAgent.calls if c["training"]]
     per_update = num_minibatches * update_epochs
     assert len(rollout) == 2 * 64 and len(training) == 2 * per_update
-    return [(rollout[64 * i:64 * (i + 1)], training[per_update * i:per_update * (i + 1)]) for i in range(2)]
+    return [(rollout[64 * i : 64 * (i + 1)], training[per_update * i : per_update * (i + 1)]) for i in range(2)]
 
 
 def columns(rollout_calls, training_call):
@@ -154,7 +176,8 @@ def columns(rollout_calls, training_call):
         (env,) = [e for e in range(frames.shape[1]) if torch.equal(frames[:, e], x[:, j])]
         rollout_logprob = torch.stack([c["logprob"][env] for c in rollout_calls])
         rollout_done = torch.stack([c["done"][env] for c in rollout_calls])
-        torch.testing.assert_close(training_call["done"].reshape(T, -1)[:, j], rollout_done)  # the same starts
+        # the same starts
+        torch.testing.assert_close(training_call["done"].reshape(T, -1)[:, j], rollout_done)
         out.append((env, logprob[:, j], rollout_logprob, rollout_done))
     return out
 
@@ -186,9 +209,10 @@ def test_l5_ratio_is_one_before_the_update(tmp_path, monkeypatch):
 def test_l4_minibatches_are_whole_env_sequences(tmp_path, monkeypatch):
     for rollout, training in run_recorded(tmp_path, monkeypatch, num_minibatches=2, update_epochs=2):
         for epoch in range(2):
-            calls = training[2 * epoch:2 * epoch + 2]
+            calls = training[2 * epoch : 2 * epoch + 2]
             envs = [env for call in calls for env, *_ in columns(rollout, call)]
-            assert sorted(envs) == [0, 1]  # each env's whole sequence (64 steps, in order) once per epoch
+            # each env's whole sequence (64 steps, in order) once per epoch
+            assert sorted(envs) == [0, 1]
 
 
 def test_short_run_copied_alone_writes_every_metric(tmp_path):
@@ -210,9 +234,12 @@ def test_save_then_evaluate(tmp_path):
     assert len([line for line in proc.stdout.splitlines() if line.startswith("eval episode")]) == 2
 
 
-@pytest.mark.parametrize("args,fragments", [
-    (["--num-envs", "6", "--num-minibatches", "4"], ["--num-envs 6", "groups of envs"]),
-    (["--env-id", "CartPole-v1"], ["NoFrameskip-v4"]),
-])
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["--num-envs", "6", "--num-minibatches", "4"], ["--num-envs 6", "groups of envs"]),
+        (["--env-id", "CartPole-v1"], ["NoFrameskip-v4"]),
+    ],
+)
 def test_bad_input_is_one_line_error(tmp_path, args, fragments):
     assert_usage_error(run_script("ppo_atari_lstm.py", *args, cwd=tmp_path), *fragments)

@@ -16,8 +16,19 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from helpers import (assert_ok, assert_usage_error, load_script, METRICS, need, read_every_metric, read_scalars,
-                     REPO, run_dirs, run_script, test_env)
+from helpers import (
+    METRICS,
+    REPO,
+    assert_ok,
+    assert_usage_error,
+    load_script,
+    need,
+    read_every_metric,
+    read_scalars,
+    run_dirs,
+    run_script,
+    test_env,
+)
 
 need("ale_py")
 need("cv2")
@@ -27,19 +38,34 @@ mg = load_script(SCRIPT)
 # 2 envs over 2 ranks (1 each) x 128 steps x 3 iterations: enough for random play to end a Breakout game on rank 0
 TWO_RANKS = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "768", "--seed", "5"]
 # the smallest run that reaches a second update: 2 iterations of 2 envs x 16 steps, one mini-batch, one epoch
-TINY = ["--num-envs", "2", "--num-steps", "16", "--total-timesteps", "64", "--num-minibatches", "1",
-        "--update-epochs", "1"]
+TINY = [
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "16",
+    "--total-timesteps",
+    "64",
+    "--num-minibatches",
+    "1",
+    "--update-epochs",
+    "1",
+]
 
 
 def torchrun(*args, cwd, nproc=2, env=None, timeout=300):
     """`torchrun --standalone --nproc_per_node=<nproc> <args>` as a user types it (python -m: the same launcher)."""
     return subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *map(str, args)],
-        cwd=cwd, env=env or test_env(), capture_output=True, text=True, timeout=timeout,
+        cwd=cwd,
+        env=env or test_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
 # --- [G3] the all-reduce, in a real 2-process gloo group -----------------------------------------------------------
+
 
 def _reduce_in_group(rank, world_size, store, grads, out):
     import torch.distributed as dist
@@ -47,17 +73,21 @@ def _reduce_in_group(rank, world_size, store, grads, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
     model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.Flatten(), torch.nn.Linear(12, 5))
-    model[0].bias.requires_grad_(False)  # a parameter without a gradient: skipped by every rank alike
+    # a parameter without a gradient: skipped by every rank alike
+    model[0].bias.requires_grad_(False)
     trainable = [p for p in model.parameters() if p.requires_grad]
     for p, g in zip(trainable, grads[rank]):
         p.grad = g.clone()
     calls = []
     all_reduce = dist.all_reduce
-    dist.all_reduce = lambda *a, **k: calls.append(1) or all_reduce(*a, **k)  # count the collectives
+    # count the collectives
+    dist.all_reduce = lambda *a, **k: calls.append(1) or all_reduce(*a, **k)
     mg.all_reduce_gradients(model.parameters(), world_size)
     dist.all_reduce = all_reduce
-    torch.save({"grads": [p.grad for p in trainable], "frozen_grad": model[0].bias.grad, "calls": len(calls)},
-               f"{out}/rank{rank}.pt")
+    torch.save(
+        {"grads": [p.grad for p in trainable], "frozen_grad": model[0].bias.grad, "calls": len(calls)},
+        f"{out}/rank{rank}.pt",
+    )
     dist.destroy_process_group()
 
 
@@ -67,8 +97,9 @@ def test_g3_all_reduce_gives_every_rank_the_mean_gradient_in_one_collective(tmp_
     gen = torch.Generator().manual_seed(0)
     grads = [[torch.randn(s, generator=gen) * (rank + 1) for s in shapes] for rank in range(world_size)]
     # fork: the children start at once, with this module already imported
-    mp.start_processes(_reduce_in_group, args=(world_size, tmp_path / "store", grads, tmp_path), nprocs=world_size,
-                       start_method="fork")
+    mp.start_processes(
+        _reduce_in_group, args=(world_size, tmp_path / "store", grads, tmp_path), nprocs=world_size, start_method="fork"
+    )
     expected = [torch.stack([grads[r][i] for r in range(world_size)]).mean(0) for i in range(len(shapes))]
     for rank in range(world_size):
         result = torch.load(tmp_path / f"rank{rank}.pt")
@@ -116,8 +147,9 @@ RECORDER = textwrap.dedent("""
     mg.ppo_loss = recording_loss
     mg.main(mg.tyro.cli(mg.Args))
     (agent,) = agents
-    torch.save({"initial": agent.initial, "final": agent.state_dict(), "reset_seeds": reset_seeds, "approx_kls": approx_kls,
-                "torch_seed": torch_seeds[0]}, f"rank{os.environ['RANK']}.pt")
+    saved = {"initial": agent.initial, "final": agent.state_dict(), "reset_seeds": reset_seeds}
+    saved.update(approx_kls=approx_kls, torch_seed=torch_seeds[0])
+    torch.save(saved, f"rank{os.environ['RANK']}.pt")
 """)
 
 
@@ -135,9 +167,12 @@ def two_ranks(tmp_path_factory):
 def test_g2_g3_ranks_start_and_end_with_identical_weights(two_ranks):
     _, _, (rank0, rank1) = two_ranks
     for key in rank0["final"]:
-        assert torch.equal(rank0["initial"][key], rank1["initial"][key]), key  # [G2] same initial weights
-        assert torch.equal(rank0["final"][key], rank1["final"][key]), key  # [G3] same steps all along
-    assert any(not torch.equal(rank0["initial"][k], rank0["final"][k]) for k in rank0["final"])  # it did train
+        # [G2] same initial weights
+        assert torch.equal(rank0["initial"][key], rank1["initial"][key]), key
+        # [G3] same steps all along
+        assert torch.equal(rank0["final"][key], rank1["final"][key]), key
+    # it did train
+    assert any(not torch.equal(rank0["initial"][k], rank0["final"][k]) for k in rank0["final"])
     # [G2] rank r's streams start from seed + 10000 * r, as baselines' make_vec_env: rank 0 draws what ppo_atari.py
     # draws with --seed 5, rank 1 a stream that no rank 0 of a sweep over seeds below 10000 draws (with seed + rank,
     # rank 1 of seed 5 drew the stream of rank 0 of seed 6)
@@ -152,14 +187,16 @@ def test_g1_only_rank_0_writes_and_counts_the_steps_of_all_ranks(two_ranks):
     # [G1] 768 steps of a 2 x 128 global batch: 3 iterations, global_step counts both ranks' envs
     assert [step for step, _ in scalars["charts/learning_rate"]] == [256, 512, 768]
     progress = [line for line in proc.stdout.splitlines() if line.startswith("step")]
-    assert len(progress) == 3 and progress[-1].startswith("step       768/768"), proc.stdout  # printed by rank 0 only
+    # printed by rank 0 only
+    assert len(progress) == 3 and progress[-1].startswith("step       768/768"), proc.stdout
     (model,) = run_dir.glob("*.pt")  # saved by rank 0 only, with the weights every rank ended with
     saved = torch.load(model, weights_only=True)["model"]
     assert all(torch.equal(saved[k], rank0["final"][k]) for k in saved)
     proc = run_script(SCRIPT, "--eval-checkpoint", model, "--eval-episodes", "1", cwd=cwd)
     assert_ok(proc)
     assert "BreakoutNoFrameskip-v4: mean return" in proc.stdout
-    assert "torchrun" not in proc.stderr  # evaluation is one process: no note about launching several
+    # evaluation is one process: no note about launching several
+    assert "torchrun" not in proc.stderr
 
 
 def test_x3_the_kl_all_reduce_leaves_the_logged_kl_this_ranks(two_ranks):
@@ -170,8 +207,8 @@ def test_x3_the_kl_all_reduce_leaves_the_logged_kl_this_ranks(two_ranks):
     per_update = len(rank0["approx_kls"]) // len(logged)  # epochs x mini-batches
     assert per_update == 16 and len(rank1["approx_kls"]) == len(rank0["approx_kls"])
     for i, value in enumerate(logged):
-        ours = rank0["approx_kls"][i * per_update:(i + 1) * per_update]
-        theirs = rank1["approx_kls"][i * per_update:(i + 1) * per_update]
+        ours = rank0["approx_kls"][i * per_update : (i + 1) * per_update]
+        theirs = rank1["approx_kls"][i * per_update : (i + 1) * per_update]
         assert value == pytest.approx(sum(ours) / per_update, rel=1e-5), i + 1
         # had the all-reduce overwritten an epoch's last KL with the two ranks' mean, the logged mean would move by
         # at least this much
@@ -188,11 +225,13 @@ def test_one_process_without_torchrun_learns_exactly_as_ppo_atari(tmp_path):
     ours, parent = read_scalars(run_dirs(tmp_path / "multigpu")[0]), read_scalars(run_dirs(tmp_path / "parent")[0])
     # a world of one: the all-reduce of one process changes nothing, the seeds are ppo_atari.py's
     for tag in METRICS:
-        if tag not in ("charts/SPS", "charts/episodic_return", "charts/episodic_length"):  # no game ends this soon
+        # no game ends this soon
+        if tag not in ("charts/SPS", "charts/episodic_return", "charts/episodic_length"):
             assert ours[tag] == parent[tag], tag
 
 
 # --- bad launches and failing ranks ---------------------------------------------------------------------------------
+
 
 def script_lines(stderr):
     """The lines the ranks printed themselves, without torchrun's own failure report."""
@@ -204,8 +243,10 @@ def test_world_size_that_does_not_divide_num_envs_is_one_line_error(tmp_path):
     assert proc.returncode != 0  # torchrun's own code for a failed rank
     # rank 0 alone says what is wrong (exit code 2; rank 1, pausing before it exits, is stopped by torchrun), and
     # none of them prints a traceback
-    assert script_lines(proc.stderr) == [f"{SCRIPT}: error: --num-envs 3 does not split evenly over 2 processes "
-                                         f"(torchrun's --nproc_per_node x --nnodes): use a multiple of 2"]
+    assert script_lines(proc.stderr) == [
+        f"{SCRIPT}: error: --num-envs 3 does not split evenly over 2 processes "
+        f"(torchrun's --nproc_per_node x --nnodes): use a multiple of 2"
+    ]
     assert "exitcode  : 2" in proc.stderr and f'{SCRIPT}", line' not in proc.stderr
     assert not (tmp_path / "runs").exists()
 
@@ -223,13 +264,16 @@ def test_an_error_of_another_rank_is_said_after_a_pause(tmp_path, monkeypatch, c
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("args,env,fragments", [
-    # half a torchrun launch: WORLD_SIZE without the rest
-    ([], {"WORLD_SIZE": "2"}, ["RANK", "MASTER_ADDR", "torchrun --standalone --nproc_per_node=2"]),
-    (["--backend", "nccl"], {}, ["nccl", "gloo"]),  # this machine has no GPU
-    (["--num-minibatches", "3"], {}, ["batch of each process", "does not split"]),
-    (["--dist-timeout", "0"], {}, ["--dist-timeout"]),
-])
+@pytest.mark.parametrize(
+    "args,env,fragments",
+    [
+        # half a torchrun launch: WORLD_SIZE without the rest
+        ([], {"WORLD_SIZE": "2"}, ["RANK", "MASTER_ADDR", "torchrun --standalone --nproc_per_node=2"]),
+        (["--backend", "nccl"], {}, ["nccl", "gloo"]),  # this machine has no GPU
+        (["--num-minibatches", "3"], {}, ["batch of each process", "does not split"]),
+        (["--dist-timeout", "0"], {}, ["--dist-timeout"]),
+    ],
+)
 def test_bad_launch_is_one_line_error(tmp_path, monkeypatch, capsys, args, env, fragments):
     # in this process (main refuses these before it makes an env or meets other ranks): the checks, not the startup
     if "nccl" in args and torch.cuda.is_available():
@@ -280,15 +324,29 @@ def test_a_crashed_or_hung_rank_ends_the_run_in_bounded_time(tmp_path):
     for fault in ("crash", "hang"):
         (tmp_path / fault).mkdir()
         launches[fault] = subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(launcher),
-             *TINY, "--dist-timeout", "5"],
-            cwd=tmp_path / fault, env=test_env(FAULT=fault, TORCH_ELASTIC_SHUTDOWN_TIMEOUT="5"),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc_per_node=2",
+                str(launcher),
+                *TINY,
+                "--dist-timeout",
+                "5",
+            ],
+            cwd=tmp_path / fault,
+            env=test_env(FAULT=fault, TORCH_ELASTIC_SHUTDOWN_TIMEOUT="5"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     try:
         outputs = {fault: launch.communicate(timeout=120) for fault, launch in launches.items()}
     finally:
         for launch in launches.values():
-            launch.kill()  # only if still running (no-op otherwise): the launcher, which then stops its ranks
+            # only if still running (no-op otherwise): the launcher, which then stops its ranks
+            launch.kill()
     assert launches["crash"].returncode != 0 and launches["hang"].returncode != 0
     crash_err, hang_err = outputs["crash"][1], outputs["hang"][1]
     # torchrun's report: rank 1 failed with its own exit code 1 (rank 0 was then stopped by torchrun)
@@ -302,7 +360,8 @@ def descendants(pid):
     children = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, IndexError):  # a process that ended meanwhile
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # after the command: state, ppid, ...
+            # after the command: state, ppid, ...
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
             children.setdefault(ppid, []).append(int(stat.parent.name))
     found, todo = [], [pid]
     while todo:
@@ -318,17 +377,43 @@ def test_sigterm_stops_every_rank_at_the_same_iteration_boundary(tmp_path, to):
     Sent to every process of the launch (as a scheduler or a terminal's Ctrl-C does), each rank gets it twice, its own
     and torchrun's forward: the same one stop, not a second stop's exit without a save."""
     launch = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / SCRIPT),
-         "--num-envs", "2", "--num-steps", "256", "--num-minibatches", "1", "--update-epochs", "1",
-         "--total-timesteps", "100000", "--checkpoint-every", "1000"], cwd=tmp_path, env=test_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            str(REPO / SCRIPT),
+            "--num-envs",
+            "2",
+            "--num-steps",
+            "256",
+            "--num-minibatches",
+            "1",
+            "--update-epochs",
+            "1",
+            "--total-timesteps",
+            "100000",
+            "--checkpoint-every",
+            "1000",
+        ],
+        cwd=tmp_path,
+        env=test_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        assert launch.stdout.readline().startswith("step")  # rank 0's first progress line: training is under way
+        # rank 0's first progress line: training is under way
+        assert launch.stdout.readline().startswith("step")
         time.sleep(0.3)  # into the next iteration (256 steps: a second or more here)
-        if to == "every process":  # as a scheduler signals every process of a job (Slurm does), the ranks first
+        # as a scheduler signals every process of a job (Slurm does), the ranks first
+        if to == "every process":
             for pid in descendants(launch.pid):
                 os.kill(pid, signal.SIGTERM)
-            time.sleep(0.3)  # then torchrun, whose forward is each rank's second SIGTERM, in the same iteration
+            # then torchrun, whose forward is each rank's second SIGTERM, in the same iteration
+            time.sleep(0.3)
         launch.send_signal(signal.SIGTERM)
         out, err = launch.communicate(timeout=120)
     finally:

@@ -11,8 +11,18 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import (assert_ok, assert_usage_error, load_script, missing, need, read_every_metric, read_scalars,
-                     run_dirs, run_script, test_env)
+from helpers import (
+    assert_ok,
+    assert_usage_error,
+    load_script,
+    missing,
+    need,
+    read_every_metric,
+    read_scalars,
+    run_dirs,
+    run_script,
+    test_env,
+)
 
 SCRIPT = "ppo_continuous_action.py"
 pca = load_script(SCRIPT)
@@ -85,7 +95,8 @@ def test_reward_scaling_divides_by_the_std_of_the_discounted_return():
     (termination or truncation). The expected value is computed from the definition, without recursion."""
     rng = np.random.default_rng(1)
     steps, n, gamma = 300, 3, 0.9
-    rewards = 5.0 + rng.normal(size=(steps, n))  # a large mean: subtracting it would change every value
+    # a large mean: subtracting it would change every value
+    rewards = 5.0 + rng.normal(size=(steps, n))
     terminations = rng.random((steps, n)) < 0.03
     truncations = rng.random((steps, n)) < 0.03
     obs = rng.normal(size=(steps + 1, n, 2))
@@ -94,7 +105,8 @@ def test_reward_scaling_divides_by_the_std_of_the_discounted_return():
     returns_so_far = []
     for t in range(steps):
         for e in range(n):
-            start = max([s + 1 for s in range(t) if ends[s, e]], default=0)  # first step of the current episode
+            # first step of the current episode
+            start = max([s + 1 for s in range(t) if ends[s, e]], default=0)
             returns_so_far.append(sum(gamma ** (t - k) * rewards[k, e] for k in range(start, t + 1)))
         _, var, _ = pooled_moments(returns_so_far)
         expected = np.clip(rewards[t] / np.sqrt(var + EPS), -10, 10)
@@ -119,7 +131,8 @@ def test_observation_normalization_and_both_clips():
     np.testing.assert_allclose(envs.obs_rms.mean, mean, rtol=1e-9)
     expected_last = np.clip((obs[-1] - mean) / np.sqrt(var + EPS), -10, 10)
     np.testing.assert_allclose(seen_obs[-1], expected_last, rtol=1e-5, atol=1e-6)
-    assert seen_obs[-1, 0, 0] == 10.0 and seen_obs[-1, 0, 1] == -10.0  # clipped: unclipped they would be ~ +-30
+    # clipped: unclipped they would be ~ +-30
+    assert seen_obs[-1, 0, 0] == 10.0 and seen_obs[-1, 0, 1] == -10.0
     assert np.abs(seen_obs[:-1]).max() < 10  # the quiet steps are not clipped
     assert seen_rewards[-1, 0] == 10.0 and seen_rewards[-1, 1] == -10.0
     assert np.abs(seen_rewards[:-1]).max() < 10
@@ -143,15 +156,23 @@ def test_frozen_statistics_do_not_move():
 
 
 def fake_envs(obs_dim=5, action_dim=3):
-    return SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (obs_dim,)),
-                           single_action_space=gym.spaces.Box(-1, 1, (action_dim,)))
+    return SimpleNamespace(
+        single_observation_space=gym.spaces.Box(-1, 1, (obs_dim,)),
+        single_action_space=gym.spaces.Box(-1, 1, (action_dim,)),
+    )
 
 
 def test_network_layout_and_init():
     """[M4] separate 2 x 64 tanh MLPs; [C2] gains; [M2] the log std is a parameter of its own, initially 0."""
     agent = pca.Agent(fake_envs(obs_dim=8, action_dim=3))
-    expected = {"actor.0": np.sqrt(2), "actor.2": np.sqrt(2), "actor.4": 0.01,
-                "critic.0": np.sqrt(2), "critic.2": np.sqrt(2), "critic.4": 1.0}
+    expected = {
+        "actor.0": np.sqrt(2),
+        "actor.2": np.sqrt(2),
+        "actor.4": 0.01,
+        "critic.0": np.sqrt(2),
+        "critic.2": np.sqrt(2),
+        "critic.4": 1.0,
+    }
     layers = {name: m for name, m in agent.named_modules() if isinstance(m, torch.nn.Linear)}
     assert set(layers) == set(expected)
     assert layers["actor.4"].out_features == 3 and layers["critic.4"].out_features == 1
@@ -176,8 +197,9 @@ def test_normal_policy_matches_torch_distributions():
         # sampling one observation many times, by both methods: standardized samples are N(0, 1) in every dimension
         one = x[:1].expand(20000, 5)
         actions, logprob, _, _ = agent.get_action_and_value(one)
-        torch.testing.assert_close(logprob, torch.distributions.Normal(agent.actor(one), agent.actor_logstd.exp())
-                                   .log_prob(actions).sum(1))
+        torch.testing.assert_close(
+            logprob, torch.distributions.Normal(agent.actor(one), agent.actor_logstd.exp()).log_prob(actions).sum(1)
+        )
         for actions in (actions, agent.get_action(one)):
             z = (actions - agent.actor(one)) / agent.actor_logstd.exp()
             np.testing.assert_allclose(z.mean(0).numpy(), 0, atol=0.03)
@@ -198,8 +220,9 @@ class RecordingAgent(pca.Agent):
     def get_action_and_value(self, x, action=None):
         out = super().get_action_and_value(x, action)
         kind = "sample" if action is None else "train" if torch.is_grad_enabled() else "segment"
-        RecordingAgent.calls.append(dict(kind=kind, x=x.detach().clone(), action=out[0].detach().clone(),
-                                         logprob=out[1].detach().clone()))
+        RecordingAgent.calls.append(
+            dict(kind=kind, x=x.detach().clone(), action=out[0].detach().clone(), logprob=out[1].detach().clone())
+        )
         return out
 
 
@@ -235,13 +258,15 @@ def recording(tmp_path, monkeypatch):
 
 def test_env_gets_clipped_action_agent_stores_unclipped(recording):
     """[M5] the env receives clip(sample, low, high); the rollout stores and trains on the sample itself."""
-    args = pca.Args(env_id="MountainCarContinuous-v0", num_steps=128, total_timesteps=128, num_minibatches=4,
-                    update_epochs=1)
+    args = pca.Args(
+        env_id="MountainCarContinuous-v0", num_steps=128, total_timesteps=128, num_minibatches=4, update_epochs=1
+    )
     pca.main(args)
     calls = {kind: [c for c in RecordingAgent.calls if c["kind"] == kind] for kind in ("sample", "segment", "train")}
     assert len(calls["sample"]) == len(RecordingVecEnv.actions) == 128 and len(calls["segment"]) == 1
     sampled = torch.cat([c["action"] for c in calls["sample"]]).numpy()  # (128, 1)
-    assert (np.abs(sampled) > 1).mean() > 0.1  # std 1 at the start: many samples fall outside [-1, 1]
+    # std 1 at the start: many samples fall outside [-1, 1]
+    assert (np.abs(sampled) > 1).mean() > 0.1
     np.testing.assert_array_equal(np.concatenate(RecordingVecEnv.actions), np.clip(sampled, -1.0, 1.0))
     # the stored log-probs are those of the unclipped samples, and training sees each of them once (one epoch)
     np.testing.assert_array_equal(calls["segment"][0]["action"].numpy(), sampled)
@@ -252,23 +277,35 @@ def test_env_gets_clipped_action_agent_stores_unclipped(recording):
 def test_saved_model_is_evaluated_with_the_training_normalization(recording, tmp_path):
     """The checkpoint holds the statistics of every raw observation seen in training; --eval-checkpoint feeds the
     agent observations normalized with exactly those statistics, and does not move them."""
-    pca.main(pca.Args(env_id="Pendulum-v1", num_steps=256, total_timesteps=512, num_minibatches=4, update_epochs=2,
-                      save_model=True))
+    pca.main(
+        pca.Args(
+            env_id="Pendulum-v1",
+            num_steps=256,
+            total_timesteps=512,
+            num_minibatches=4,
+            update_epochs=2,
+            save_model=True,
+        )
+    )
     (model,) = run_dirs(tmp_path)[0].glob("*.pt")
     checkpoint = torch.load(model, weights_only=True)
-    raw = np.concatenate(RecordingVecEnv.observations)  # (1 reset + 512 steps, 3): all the normalizer saw
+    # (1 reset + 512 steps, 3): all the normalizer saw
+    raw = np.concatenate(RecordingVecEnv.observations)
     assert raw.shape == (513, 3)
     mean, var, count = pooled_moments(raw)
     np.testing.assert_allclose(checkpoint["obs_rms"]["mean"].numpy(), mean, rtol=1e-9)
     np.testing.assert_allclose(checkpoint["obs_rms"]["var"].numpy(), var, rtol=1e-9)
     assert checkpoint["obs_rms"]["count"] == pytest.approx(count)
-    assert checkpoint["return_rms"]["var"].item() != 1.0  # the reward statistics moved in training and were saved
+    # the reward statistics moved in training and were saved
+    assert checkpoint["return_rms"]["var"].item() != 1.0
 
     recording()  # forget training; now evaluate the saved file, in a fresh script run
     pca.main(pca.Args(eval_checkpoint=str(model), eval_episodes=1))
-    inputs = np.concatenate([c["x"].numpy() for c in RecordingAgent.calls])  # evaluation only samples
+    # evaluation only samples
+    inputs = np.concatenate([c["x"].numpy() for c in RecordingAgent.calls])
     raw = np.concatenate(RecordingVecEnv.observations)
-    assert len(inputs) == 200 and len(raw) == 201  # one Pendulum episode; the last obs starts the next one
+    # one Pendulum episode; the last obs starts the next one
+    assert len(inputs) == 200 and len(raw) == 201
     frozen_mean, frozen_var = checkpoint["obs_rms"]["mean"].numpy(), checkpoint["obs_rms"]["var"].numpy()
     expected = np.clip((raw[:200] - frozen_mean) / np.sqrt(frozen_var + EPS), -10, 10)
     np.testing.assert_allclose(inputs, expected, rtol=1e-6, atol=1e-6)
@@ -278,8 +315,20 @@ def test_saved_model_is_evaluated_with_the_training_normalization(recording, tmp
 
 def test_short_run_copied_alone_writes_every_metric_then_evaluates(tmp_path):
     """The default env (HalfCheetah-v5) with a tiny budget: every metric, lr annealing, Adam eps, the checkpoint."""
-    proc = run_script(SCRIPT, "--total-timesteps", "2048", "--num-steps", "1024", "--num-minibatches", "8",
-                      "--update-epochs", "2", "--save-model", cwd=tmp_path, alone=True)
+    proc = run_script(
+        SCRIPT,
+        "--total-timesteps",
+        "2048",
+        "--num-steps",
+        "1024",
+        "--num-minibatches",
+        "8",
+        "--update-epochs",
+        "2",
+        "--save-model",
+        cwd=tmp_path,
+        alone=True,
+    )
     assert_ok(proc)
     # only runs/: no MUJOCO_LOG.TXT, where MuJoCo 4 writes its warning about HalfCheetah's settotalmass; and nothing
     # printed of that warning (stderr is empty)
@@ -290,7 +339,8 @@ def test_short_run_copied_alone_writes_every_metric_then_evaluates(tmp_path):
     scalars = read_every_metric(run_dir)
     lrs = [v for _, v in scalars["charts/learning_rate"]]
     np.testing.assert_allclose(lrs, [3e-4, 1.5e-4], rtol=1e-6)  # [C4] from 3e-4 towards 0
-    assert len(scalars["charts/episodic_return"]) == 2  # two 1000-step episodes, raw (unnormalized) returns
+    # two 1000-step episodes, raw (unnormalized) returns
+    assert len(scalars["charts/episodic_return"]) == 2
     assert "step" in proc.stdout and "SPS" in proc.stdout and "ETA" in proc.stdout
     (model,) = run_dir.glob("*.pt")
     checkpoint = torch.load(model, weights_only=True)
@@ -303,8 +353,20 @@ def test_short_run_copied_alone_writes_every_metric_then_evaluates(tmp_path):
 
 @pytest.mark.parametrize("env_id", ["Hopper-v4", "MountainCarContinuous-v0"])
 def test_other_box_envs_run(tmp_path, env_id):
-    proc = run_script(SCRIPT, "--env-id", env_id, "--total-timesteps", "128", "--num-steps", "64",
-                      "--num-minibatches", "2", "--update-epochs", "1", cwd=tmp_path)
+    proc = run_script(
+        SCRIPT,
+        "--env-id",
+        env_id,
+        "--total-timesteps",
+        "128",
+        "--num-steps",
+        "64",
+        "--num-minibatches",
+        "2",
+        "--update-epochs",
+        "1",
+        cwd=tmp_path,
+    )
     assert_ok(proc)
     assert proc.stderr == ""  # a v4 id: not gymnasium's advice to move to v5
     assert "losses/value_loss" in read_scalars(run_dirs(tmp_path)[0])
@@ -326,14 +388,18 @@ def test_halfcheetah_v5_is_v4_step_for_step():
         env.close()
     for v4, v5 in zip(seen["v4"], seen["v5"]):
         np.testing.assert_array_equal(v4, v5)
-    assert seen["v5"][4][-1] and not seen["v5"][3].any()  # cut by the time limit at step 1,000, never terminated
+    # cut by the time limit at step 1,000, never terminated
+    assert seen["v5"][4][-1] and not seen["v5"][3].any()
 
 
-@pytest.mark.parametrize("args,fragments", [
-    (["--env-id", "CartPole-v1"], ["Discrete", "ppo.py"]),
-    (["--num-minibatches", "3"], ["does not split", "--num-minibatches 3"]),
-    (["--eval-checkpoint", "missing.pt"], ["missing.pt"]),
-])
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["--env-id", "CartPole-v1"], ["Discrete", "ppo.py"]),
+        (["--num-minibatches", "3"], ["does not split", "--num-minibatches 3"]),
+        (["--eval-checkpoint", "missing.pt"], ["missing.pt"]),
+    ],
+)
 def test_bad_input_is_one_line_error(tmp_path, args, fragments):
     assert_usage_error(run_script(SCRIPT, *args, cwd=tmp_path), *fragments)
 
@@ -341,7 +407,9 @@ def test_bad_input_is_one_line_error(tmp_path, args, fragments):
 def test_checkpoint_without_normalization_is_refused(tmp_path):
     """A model that fits, saved without the observation statistics it was trained with: refused, not played on raw
     observations."""
-    spaces = SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (3,)), single_action_space=gym.spaces.Box(-2, 2, (1,)))
+    spaces = SimpleNamespace(
+        single_observation_space=gym.spaces.Box(-1, 1, (3,)), single_action_space=gym.spaces.Box(-2, 2, (1,))
+    )
     model = load_script(SCRIPT).Agent(spaces).state_dict()
     torch.save({"script": SCRIPT, "model": model, "args": {"env_id": "Pendulum-v1"}}, tmp_path / "other.pt")
     assert_usage_error(run_script(SCRIPT, "--eval-checkpoint", "other.pt", cwd=tmp_path), "its obs_rms", "Pendulum-v1")
@@ -360,8 +428,22 @@ def test_capture_video_headless(tmp_path):
     env = test_env()
     env.pop("MUJOCO_GL")
     env.pop("DISPLAY", None)
-    proc = run_script(SCRIPT, "--env-id", "InvertedPendulum-v4", "--total-timesteps", "64", "--num-steps", "64",
-                      "--num-minibatches", "2", "--update-epochs", "1", "--capture-video", cwd=tmp_path, env=env)
+    proc = run_script(
+        SCRIPT,
+        "--env-id",
+        "InvertedPendulum-v4",
+        "--total-timesteps",
+        "64",
+        "--num-steps",
+        "64",
+        "--num-minibatches",
+        "2",
+        "--update-epochs",
+        "1",
+        "--capture-video",
+        cwd=tmp_path,
+        env=env,
+    )
     assert_ok(proc)
     videos = list((tmp_path / "videos").rglob("*.mp4"))
     assert videos and all(v.stat().st_size > 0 for v in videos)

@@ -8,19 +8,20 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import (METRICS, assert_ok, assert_usage_error, load_script, read_scalars, run_script,
-                     test_env)
+from helpers import METRICS, assert_ok, assert_usage_error, load_script, read_scalars, run_script, test_env
 
 md = load_script("ppo_multidiscrete.py")
 mdm = load_script("ppo_multidiscrete_mask.py")
 SCRIPTS = ["ppo_multidiscrete.py", "ppo_multidiscrete_mask.py"]
-TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
+# 4 iterations of 64 steps
+TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]
 NVEC = [3, 5, 2, 4]
 
 
 def fake_envs(obs_dim=6, nvec=NVEC):
-    return SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (obs_dim,)),
-                           single_action_space=gym.spaces.MultiDiscrete(nvec))
+    return SimpleNamespace(
+        single_observation_space=gym.spaces.Box(-1, 1, (obs_dim,)), single_action_space=gym.spaces.MultiDiscrete(nvec)
+    )
 
 
 def random_mask(rng, batch, nvec=NVEC):
@@ -40,7 +41,7 @@ def reference_logprob_entropy(logits, actions, mask=None, nvec=NVEC):
     mask = np.ones(logits.shape, bool) if mask is None else mask.numpy()
     logprob, entropy, start = np.zeros(len(logits)), np.zeros(len(logits)), 0
     for j, n in enumerate(nvec):
-        z, m = logits[:, start:start + n], mask[:, start:start + n]
+        z, m = logits[:, start : start + n], mask[:, start : start + n]
         z = np.where(m, z - z.max(1, keepdims=True), -np.inf)
         logp = z - np.log(np.exp(z).sum(1, keepdims=True))
         p = np.exp(logp)
@@ -62,7 +63,8 @@ def test_d1_logprob_and_entropy_are_sums_over_components():
     ref_logprob, ref_entropy = reference_logprob_entropy(agent.actor(x), action)
     np.testing.assert_allclose(logprob.detach().numpy(), ref_logprob, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(entropy.detach().numpy(), ref_entropy, rtol=1e-5, atol=1e-5)
-    assert ref_entropy.std() > 0.1  # not the uniform case, where any split would give the same entropy
+    # not the uniform case, where any split would give the same entropy
+    assert ref_entropy.std() > 0.1
     # given actions are scored, not resampled
     _, logprob2, _, _ = agent.get_action_and_value(x, action)
     assert torch.equal(logprob2, logprob)
@@ -78,8 +80,9 @@ def test_d1_components_sampled_with_their_own_probabilities():
         action, _, _, _ = agent.get_action_and_value(x)
         logits = agent.actor(x[:1])[0].double()
     start = 0
-    for j, n in enumerate(NVEC):  # each component's frequencies follow the softmax of its own slice of the logits
-        expected = torch.softmax(logits[start:start + n], 0).numpy()
+    # each component's frequencies follow the softmax of its own slice of the logits
+    for j, n in enumerate(NVEC):
+        expected = torch.softmax(logits[start : start + n], 0).numpy()
         freq = np.bincount(action[:, j].numpy(), minlength=n) / len(action)
         np.testing.assert_allclose(freq, expected, atol=0.015)
         start += n
@@ -110,17 +113,20 @@ def test_x4_sampled_actions_are_never_masked():
     torch.manual_seed(0)
     rng = np.random.default_rng(1)
     agent = mdm.Agent(fake_envs())
-    with torch.no_grad():  # the invalid actions the most likely ones before masking: the hardest case
+    # the invalid actions the most likely ones before masking: the hardest case
+    with torch.no_grad():
         agent.actor[4].weight.mul_(300)
     x = torch.randn(50, 6).repeat(400, 1)  # 20000 draws, 400 for each of 50 (obs, mask) pairs
     mask = random_mask(rng, 50).repeat(400, 1)
     with torch.no_grad():
         action, _, _, _ = agent.get_action_and_value(x, mask)
         rollout_action = agent.get_action(x, mask)  # what a rollout step samples
-        unmasked, _, _, _ = md.Agent.get_action_and_value(agent, x)  # the same network without the mask
+        # the same network without the mask
+        unmasked, _, _, _ = md.Agent.get_action_and_value(agent, x)
     offsets = torch.tensor(np.cumsum([0] + NVEC[:-1]))
     assert mask.gather(1, offsets + action).all() and mask.gather(1, offsets + rollout_action).all()
-    assert not mask.gather(1, offsets + unmasked).all()  # the check can fail: unmasked draws do hit invalid actions
+    # the check can fail: unmasked draws do hit invalid actions
+    assert not mask.gather(1, offsets + unmasked).all()
 
 
 @pytest.mark.parametrize("masked", [False, True])
@@ -137,8 +143,9 @@ def test_rollout_sample_is_the_categoricals_own_draw(masked):
         ours = agent.get_action(*args)
         torch.manual_seed(5)
         logits = torch.where(mask, agent.actor(x), mdm.MASKED_LOGIT) if masked else agent.actor(x)
-        theirs = torch.stack([torch.distributions.Categorical(logits=c).sample()
-                              for c in torch.split(logits, NVEC, dim=1)], dim=1)
+        theirs = torch.stack(
+            [torch.distributions.Categorical(logits=c).sample() for c in torch.split(logits, NVEC, dim=1)], dim=1
+        )
     assert ours.shape == theirs.shape == (3000, len(NVEC)) and ours.dtype == theirs.dtype
     assert torch.equal(ours, theirs)
 
@@ -163,7 +170,8 @@ def test_x4_gradient_of_masked_logits_is_exactly_zero():
     action, _, _, _ = agent.get_action_and_value(x, mask)
     _, logprob, entropy, _ = agent.get_action_and_value(x, mask, action)
     advantages = torch.randn(32)
-    (-(logprob * advantages).mean() - 0.01 * entropy.mean()).backward()  # the policy and entropy terms of the loss
+    # the policy and entropy terms of the loss
+    (-(logprob * advantages).mean() - 0.01 * entropy.mean()).backward()
     grad = agent.actor.logits.grad
     assert torch.all(grad[~mask] == 0)
     # the check can fail: every valid logit of a component with a choice (2+ valid actions) gets a gradient
@@ -180,9 +188,15 @@ class RecordingAgent(mdm.Agent):
         out = super().get_action_and_value(x, mask, action)
         with torch.no_grad():  # the same network and samples, scored without the masks
             unmasked_logprob = md.Agent.get_action_and_value(self, x, out[0])[1]
-        RecordingAgent.calls.append(dict(x=x.detach().clone(), mask=mask.clone(),
-                                         action=out[0].detach().clone(), logprob=out[1].detach().clone(),
-                                         unmasked_logprob=unmasked_logprob))
+        RecordingAgent.calls.append(
+            dict(
+                x=x.detach().clone(),
+                mask=mask.clone(),
+                action=out[0].detach().clone(),
+                logprob=out[1].detach().clone(),
+                unmasked_logprob=unmasked_logprob,
+            )
+        )
         return out
 
 
@@ -193,7 +207,8 @@ def test_x4_first_minibatch_ratio_is_exactly_one_with_stored_masks(tmp_path, mon
     RecordingAgent.calls = []
     args = mdm.Args(num_envs=2, num_steps=32, total_timesteps=64, num_minibatches=4, update_epochs=1)
     mdm.main(args)
-    segment, first = RecordingAgent.calls[:2]  # the segment's log-probs, then the first mini-batch's
+    # the segment's log-probs, then the first mini-batch's
+    segment, first = RecordingAgent.calls[:2]
     assert len(segment["x"]) == args.batch_size and len(first["x"]) == args.minibatch_size
     rows = lambda c: torch.cat([c["x"], c["mask"].float(), c["action"].float()], 1)
     old_of = {}  # (obs, mask, action) -> the log-prob stored for the rollout; equal rows must agree
@@ -215,7 +230,8 @@ def test_envpool_autoreset_gives_whole_episodes_and_no_reset_step():
     assert list(envs.single_action_space.nvec) == [21] * 10
     obs0, infos = envs.reset()
     assert obs0.shape == (2,) + envs.single_observation_space.shape and obs0.dtype == np.float32
-    assert infos["action_mask"].shape == (2, 210) and infos["action_mask"][:, 20::21].all()  # no-op always valid
+    # no-op always valid
+    assert infos["action_mask"].shape == (2, 210) and infos["action_mask"][:, 20::21].all()
     noop = np.full(10, 20)
     start = noop.copy()
     start[:2] = [0, 1]
@@ -230,7 +246,8 @@ def test_envpool_autoreset_gives_whole_episodes_and_no_reset_step():
         if "final_info" in infos:
             for i in np.flatnonzero(infos["final_info"]["_episode"]):
                 episodes.append((i, infos["final_info"]["episode"]["r"][i], infos["final_info"]["episode"]["l"][i]))
-                np.testing.assert_array_equal(obs[i], obs0[i])  # done: the obs is already the next episode's first
+                # done: the obs is already the next episode's first
+                np.testing.assert_array_equal(obs[i], obs0[i])
     # no reward-0 reset step ever reaches the learner: every step was a real one
     assert rewards == [[-1, -10], [-1, -1], [-1, -1], [-1, -1], [-1, -1], [-1, -1]]
     assert sorted(episodes) == [(0, -3, 3), (0, -3, 3), (1, -10, 1), (1, -3, 3)]
@@ -239,12 +256,14 @@ def test_envpool_autoreset_gives_whole_episodes_and_no_reset_step():
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_short_run_copied_alone_writes_every_metric(tmp_path, script):
-    save = ["--save-model"] if script == "ppo_multidiscrete_mask.py" else []  # save and evaluate once: time
+    # save and evaluate once: time
+    save = ["--save-model"] if script == "ppo_multidiscrete_mask.py" else []
     proc = run_script(script, *TINY, *save, cwd=tmp_path, alone=True)
     assert_ok(proc)
     assert sorted(p.name for p in tmp_path.iterdir()) == [script, "runs"]
     (run_dir,) = (tmp_path / "runs").iterdir()
-    assert run_dir.name.startswith("Jumanji_JobShop-v0__")  # the "/" in envpool's env id: one folder level all the same
+    # the "/" in envpool's env id: one folder level all the same
+    assert run_dir.name.startswith("Jumanji_JobShop-v0__")
     scalars = read_scalars(run_dir)
     for tag in METRICS + ["charts/invalid_action_rate"]:
         assert tag in scalars, tag
@@ -257,7 +276,8 @@ def test_short_run_copied_alone_writes_every_metric(tmp_path, script):
         assert {v for _, v in scalars["charts/episodic_length"]} <= set(range(3, 1001))
     else:  # a near-uniform policy on JobShop picks an invalid choice for ~94% of the 10 machines
         assert all(0.8 < r < 1 for r in rates)
-        assert {v for _, v in scalars["charts/episodic_return"]} == {-10.0}  # so every episode ends at once
+        # so every episode ends at once
+        assert {v for _, v in scalars["charts/episodic_return"]} == {-10.0}
     if not save:
         return
     # the saved model plays again with --eval-checkpoint (the mask script's evaluate needs the env's masks)
@@ -267,17 +287,21 @@ def test_short_run_copied_alone_writes_every_metric(tmp_path, script):
     assert len([line for line in proc.stdout.splitlines() if line.startswith("eval episode")]) == 3
 
 
-@pytest.mark.parametrize("script,args,fragments", [
-    ("ppo_multidiscrete.py", ["--env-id", "CartPole-v1"], ["Discrete", "use ppo.py"]),
-    ("ppo_multidiscrete_mask.py", ["--env-id", "Pendulum-v1"], ["Box", "use ppo_continuous_action.py"]),
-    ("ppo_multidiscrete_mask.py", ["--env-id", "NoSuchEnv-v0"], ["cannot make env", "NoSuchEnv-v0"]),
-])
+@pytest.mark.parametrize(
+    "script,args,fragments",
+    [
+        ("ppo_multidiscrete.py", ["--env-id", "CartPole-v1"], ["Discrete", "use ppo.py"]),
+        ("ppo_multidiscrete_mask.py", ["--env-id", "Pendulum-v1"], ["Box", "use ppo_continuous_action.py"]),
+        ("ppo_multidiscrete_mask.py", ["--env-id", "NoSuchEnv-v0"], ["cannot make env", "NoSuchEnv-v0"]),
+    ],
+)
 def test_bad_input_is_one_line_error(tmp_path, script, args, fragments):
     assert_usage_error(run_script(script, *args, cwd=tmp_path), script, *fragments)
 
 
 def test_missing_envpool_is_one_line_error(tmp_path):
-    (tmp_path / "envpool.py").write_text("raise ImportError('No module named envpool')\n")  # shadows the real one
+    # shadows the real one
+    (tmp_path / "envpool.py").write_text("raise ImportError('No module named envpool')\n")
     proc = run_script("ppo_multidiscrete_mask.py", *TINY, cwd=tmp_path / "cwd", env=test_env(PYTHONPATH=str(tmp_path)))
     assert_usage_error(proc, 'pip install -e ".[envpool]"')
 

@@ -1,5 +1,6 @@
 """ppo_procgen.py: the IMPALA CNN [P1], the same-step handling of envpool's reset step, the episode statistics [E1]
-and the reward scaling [M8, M9], checked against raw envpool envs stepped independently; the script as a user sees it."""
+and the reward scaling [M8, M9], checked against raw envpool envs stepped independently; the script as a user sees
+it."""
 
 from types import SimpleNamespace
 
@@ -8,21 +9,44 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import (assert_ok, assert_usage_error, load_script, need_procgen, read_every_metric, run_dirs,
-                     run_script, SameStepReference, scaled_rewards_reference)
+from helpers import (
+    SameStepReference,
+    assert_ok,
+    assert_usage_error,
+    load_script,
+    need_procgen,
+    read_every_metric,
+    run_dirs,
+    run_script,
+    scaled_rewards_reference,
+)
 
 envpool = need_procgen()
 
 procgen = load_script("ppo_procgen.py")
 # 2 iterations of 4 envs x 64 steps: 128 steps per env, enough for random play to end a few starpilot episodes
-SHORT = ["--num-envs", "4", "--num-steps", "64", "--num-minibatches", "4", "--total-timesteps", "512",
-         "--update-epochs", "1", "--num-threads", "1"]
+SHORT = [
+    "--num-envs",
+    "4",
+    "--num-steps",
+    "64",
+    "--num-minibatches",
+    "4",
+    "--total-timesteps",
+    "512",
+    "--update-epochs",
+    "1",
+    "--num-threads",
+    "1",
+]
 TINY = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2", "--total-timesteps", "32"]
 
 
 def test_p1_impala_cnn_on_64x64_rgb():
-    envs = SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (3, 64, 64), np.uint8),
-                           single_action_space=gym.spaces.Discrete(15))
+    envs = SimpleNamespace(
+        single_observation_space=gym.spaces.Box(0, 255, (3, 64, 64), np.uint8),
+        single_action_space=gym.spaces.Discrete(15),
+    )
     torch.manual_seed(0)
     agent = procgen.Agent(envs)
     convs = [m for m in agent.network.modules() if isinstance(m, torch.nn.Conv2d)]
@@ -30,7 +54,8 @@ def test_p1_impala_cnn_on_64x64_rgb():
     assert [c.out_channels for c in convs] == [16] * 5 + [32] * 5 + [32] * 5
     assert all(c.kernel_size == (3, 3) for c in convs)
     (embedding,) = [m for m in agent.network.modules() if isinstance(m, torch.nn.Linear)]
-    assert (embedding.in_features, embedding.out_features) == (32 * 8 * 8, 256)  # 64 -> 32 -> 16 -> 8
+    # 64 -> 32 -> 16 -> 8
+    assert (embedding.in_features, embedding.out_features) == (32 * 8 * 8, 256)
     x = torch.randint(0, 256, (5, 3, 64, 64), dtype=torch.uint8)
     _, logprob, entropy, value = agent.get_action_and_value(x)
     assert logprob.shape == (5,) and value.shape == (5, 1)
@@ -53,8 +78,9 @@ def test_reset_step_statistics_and_reward_scaling_against_raw_envs():
     # Atari's seed + i), so the reference is one env too; test_ppo_atari_envpool.py covers resetting a subset of envs
     seed, num_envs = 2, 1
     envs = procgen.make_env("BigfishEasy-v0", num_envs, seed, 1, False, "test")
-    ref = SameStepReference(lambda s: envpool.make("BigfishEasy-v0", env_type="gymnasium", num_envs=1, seed=s),
-                            seed, num_envs)
+    ref = SameStepReference(
+        lambda s: envpool.make("BigfishEasy-v0", env_type="gymnasium", num_envs=1, seed=s), seed, num_envs
+    )
     obs, _ = envs.reset()
     np.testing.assert_array_equal(obs, ref.reset())
     rng = np.random.default_rng(0)
@@ -98,7 +124,8 @@ def test_short_run_copied_alone_writes_every_metric_then_evaluates(tmp_path):
     # raw returns (starpilot scores whole points), not the scaled rewards the agent trains on
     returns = [v for _, v in scalars["charts/episodic_return"]]
     assert all(r >= 0 and r == int(r) for r in returns), returns
-    assert [v for _, v in scalars["charts/learning_rate"]] == pytest.approx([5e-4, 5e-4])  # [P1] no annealing
+    # [P1] no annealing
+    assert [v for _, v in scalars["charts/learning_rate"]] == pytest.approx([5e-4, 5e-4])
     (model,) = run_dir.glob("ppo_procgen.pt")
     assert "step" in proc.stdout and "SPS" in proc.stdout
     proc = run_script("ppo_procgen.py", "--eval-checkpoint", model, "--eval-episodes", "1", cwd=tmp_path, alone=True)
@@ -114,11 +141,14 @@ def test_defaults_are_train_procgens():
     assert (args.clip_coef, args.ent_coef, args.vf_coef, args.total_timesteps) == (0.2, 0.01, 0.5, 25_000_000)
 
 
-@pytest.mark.parametrize("args,fragments", [
-    (["--env-id", "pong"], ["pong", "bigfish", "bossfight", "starpilot"]),
-    (["--env-id", "StarpilotEasy-v0"], ["StarpilotEasy-v0", "starpilot"]),
-    (["--env-id", "bigfish", "--distribution-mode", "extreme"], ["extreme", "easy, hard"]),
-    (["--num-threads", "0"], ["--num-threads"]),
-])
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["--env-id", "pong"], ["pong", "bigfish", "bossfight", "starpilot"]),
+        (["--env-id", "StarpilotEasy-v0"], ["StarpilotEasy-v0", "starpilot"]),
+        (["--env-id", "bigfish", "--distribution-mode", "extreme"], ["extreme", "easy, hard"]),
+        (["--num-threads", "0"], ["--num-threads"]),
+    ],
+)
 def test_bad_input_is_one_line_error(tmp_path, args, fragments):
     assert_usage_error(run_script("ppo_procgen.py", *TINY, *args, cwd=tmp_path), *fragments)

@@ -16,13 +16,28 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-
 import tyro
 
-from helpers import (ENVPOOL_SCRIPTS, NEEDS, REPO, SCRIPTS, assert_ok, assert_usage_error, load_script, need,
-                     read_every_metric, read_scalars, run_dirs, run_main, run_patched, run_script, small_disk, test_env)
+from helpers import (
+    ENVPOOL_SCRIPTS,
+    REPO,
+    SCRIPTS,
+    assert_ok,
+    assert_usage_error,
+    load_script,
+    need,
+    read_every_metric,
+    read_scalars,
+    run_dirs,
+    run_main,
+    run_patched,
+    run_script,
+    small_disk,
+    test_env,
+)
 
-TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]  # 4 iterations of 64 steps
+# 4 iterations of 64 steps
+TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "256"]
 
 
 def stop_at(module, iteration, num_steps):
@@ -73,9 +88,9 @@ def assert_same_tensors(a, b):
 
 
 def test_a_resumed_run_loads_the_saved_state_and_keeps_the_schedule_and_step_axis(tmp_path, monkeypatch):
-    """ppo.py: SIGTERM in iteration 3, which ends before the run stops, then resumed for 1 more, against 4 in one go. Not a replay of
-    the whole run (a resume draws new random numbers and resets the envs): what it checks is the loaded weights and Adam
-    state, the learning-rate schedule by value and the global_step axis, each step logged once."""
+    """ppo.py: SIGTERM in iteration 3, which ends before the run stops, then resumed for 1 more, against 4 in one go.
+    Not a replay of the whole run (a resume draws new random numbers and resets the envs): what it checks is the loaded
+    weights and Adam state, the learning-rate schedule by value and the global_step axis, each step logged once."""
     assert_ok(run_main("ppo.py", *TINY, cwd=tmp_path / "whole"))
     module = load_script("ppo.py")
     stop_at(module, 3, num_steps=32)
@@ -83,15 +98,18 @@ def test_a_resumed_run_loads_the_saved_state_and_keeps_the_schedule_and_step_axi
     assert stopped.returncode == 143 and "interrupted at step" in stopped.stderr, stopped.stderr
     (run_dir,) = run_dirs(tmp_path / "resumed")
     saved = torch.load(run_dir / "ppo.pt", weights_only=True)
-    assert saved["iteration"] == 3 and saved["global_step"] == 192  # the iteration under way ends first
-    (run_dir / "ppo.pt.tmp").write_bytes(b"half a checkpoint")  # a crash in the middle of a later save
+    # the iteration under way ends first
+    assert saved["iteration"] == 3 and saved["global_step"] == 192
+    # a crash in the middle of a later save
+    (run_dir / "ppo.pt.tmp").write_bytes(b"half a checkpoint")
 
     module = load_script("ppo.py")
     loaded = record_loaded_state(module, monkeypatch)
     resumed = run_main("ppo.py", "--resume", run_dir / "ppo.pt", cwd=tmp_path / "resumed", module=module)
     assert_ok(resumed)
     assert run_dirs(tmp_path / "resumed") == [run_dir]  # the same run folder, no new one
-    assert_same_tensors(loaded["model"], saved["model"])  # right after loading: exactly the saved state
+    # right after loading: exactly the saved state
+    assert_same_tensors(loaded["model"], saved["model"])
     assert_same_tensors(loaded["optimizer"]["state"], saved["optimizer"]["state"])
     assert not (run_dir / "ppo.pt.tmp").exists()  # replaced by the resumed run's own save
     assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 4
@@ -107,16 +125,24 @@ def test_a_resumed_run_loads_the_saved_state_and_keeps_the_schedule_and_step_axi
 
 
 def test_sigterm_mid_run_saves_a_checkpoint_that_evaluates(tmp_path):
-    proc = subprocess.Popen([sys.executable, str(REPO / "ppo.py"), *TINY[:4], "--checkpoint-every", "1000"],
-                            cwd=tmp_path, env=test_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().startswith("step")  # the first progress line: training is under way
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "ppo.py"), *TINY[:4], "--checkpoint-every", "1000"],
+        cwd=tmp_path,
+        env=test_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # the first progress line: training is under way
+    assert proc.stdout.readline().startswith("step")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     assert "interrupted at step" in err and "Traceback" not in err
     (run_dir,) = run_dirs(tmp_path)
     read_every_metric(run_dir)
-    saved = torch.load(run_dir / "ppo.pt", weights_only=True)  # the iterations done when the signal came
+    # the iterations done when the signal came
+    saved = torch.load(run_dir / "ppo.pt", weights_only=True)
     assert saved["global_step"] == saved["iteration"] * 64
     evaluation = run_main("ppo.py", "--eval-checkpoint", run_dir / "ppo.pt", "--eval-episodes", "2", cwd=tmp_path)
     assert_ok(evaluation)
@@ -137,12 +163,15 @@ def stopped_run(tmp_path_factory):
     return cwd, run_dir / "ppo.pt"
 
 
-@pytest.mark.parametrize("args,fragments", [
-    (["--env-id", "Acrobot-v1"], ["--env-id Acrobot-v1", "trained with CartPole-v1"]),
-    (["--num-envs", "8"], ["--num-envs 8", "trained with 2"]),
-    (["--total-timesteps", "256"], ["done all its 4 iterations", "larger --total-timesteps"]),
-    (["--eval-checkpoint", "x.pt"], ["give one of them"]),
-])
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["--env-id", "Acrobot-v1"], ["--env-id Acrobot-v1", "trained with CartPole-v1"]),
+        (["--num-envs", "8"], ["--num-envs 8", "trained with 2"]),
+        (["--total-timesteps", "256"], ["done all its 4 iterations", "larger --total-timesteps"]),
+        (["--eval-checkpoint", "x.pt"], ["give one of them"]),
+    ],
+)
 def test_a_resume_that_contradicts_the_checkpoint_is_one_line(stopped_run, args, fragments):
     cwd, checkpoint = stopped_run
     before = sorted(p.name for p in checkpoint.parent.iterdir())
@@ -156,8 +185,11 @@ def test_a_resume_takes_the_checkpoints_settings_and_the_free_flags_given(stoppe
     stay; checkpoint_every=2 is off its default and may change, so it wins. args.json records what the run used."""
     _, checkpoint = stopped_run
     copy = copy_run(checkpoint, tmp_path)
-    assert_ok(run_main("ppo.py", "--resume", copy, "--num-envs", 4, "--checkpoint-every", 2, "--total-timesteps", 384,
-                       cwd=tmp_path))
+    assert_ok(
+        run_main(
+            "ppo.py", "--resume", copy, "--num-envs", 4, "--checkpoint-every", 2, "--total-timesteps", 384, cwd=tmp_path
+        )
+    )
     recorded = json.loads((copy.parent / "args.json").read_text())
     assert (recorded["num_envs"], recorded["checkpoint_every"], recorded["total_timesteps"]) == (2, 2, 384)
     assert torch.load(copy, weights_only=True)["iteration"] == 6
@@ -190,9 +222,12 @@ def test_continuous_normalization_statistics_survive_a_resume(tmp_path, monkeypa
 
     module.NormalizeVecEnv = RecordingNormalize
     loaded = record_loaded_state(module, monkeypatch)
-    assert_ok(run_main(script, "--resume", run_dir / f"{script[:-3]}.pt", "--total-timesteps", "96", cwd=tmp_path,
-                       module=module))
-    (obs_rms, return_rms), = at_reset
+    assert_ok(
+        run_main(
+            script, "--resume", run_dir / f"{script[:-3]}.pt", "--total-timesteps", "96", cwd=tmp_path, module=module
+        )
+    )
+    ((obs_rms, return_rms),) = at_reset
     assert_same_tensors(obs_rms, saved["obs_rms"])
     assert_same_tensors(return_rms, saved["return_rms"])
     assert obs_rms["count"] == saved["obs_rms"]["count"] > 1 and return_rms["count"] == saved["return_rms"]["count"]
@@ -227,14 +262,26 @@ def test_multigpu_ranks_resume_from_identical_weights(tmp_path):
     (tmp_path / "recorder.py").write_text(MULTIGPU_RECORDER)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     tiny = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1"]
-    first = subprocess.run([*torchrun, script, *tiny, "--total-timesteps", "64", "--save-model"], cwd=tmp_path,
-                           env=test_env(), capture_output=True, text=True, timeout=300)
+    first = subprocess.run(
+        [*torchrun, script, *tiny, "--total-timesteps", "64", "--save-model"],
+        cwd=tmp_path,
+        env=test_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert_ok(first)
     (run_dir,) = run_dirs(tmp_path)
     checkpoint = run_dir / f"{script[:-3]}.pt"
     saved = torch.load(checkpoint, weights_only=True)
-    second = subprocess.run([*torchrun, "recorder.py", "--resume", checkpoint, "--total-timesteps", "96"],
-                            cwd=tmp_path, env=test_env(), capture_output=True, text=True, timeout=300)
+    second = subprocess.run(
+        [*torchrun, "recorder.py", "--resume", checkpoint, "--total-timesteps", "96"],
+        cwd=tmp_path,
+        env=test_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert_ok(second)
     rank0, rank1 = (torch.load(tmp_path / f"resumed{rank}.pt") for rank in range(2))
     assert_same_tensors(rank0, saved["model"])
@@ -250,7 +297,8 @@ def test_a_full_disk_keeps_the_last_complete_checkpoint(tmp_path):
         proc = run_script("ppo.py", *TINY, "--checkpoint-every", "1", cwd=disk)
         assert proc.returncode == 1 and "Traceback" in proc.stderr, proc.stderr[-2000:]
         (run_dir,) = run_dirs(disk)
-        assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 1  # the first save, complete
+        # the first save, complete
+        assert torch.load(run_dir / "ppo.pt", weights_only=True)["iteration"] == 1
 
 
 def stop_in_update(monkeypatch, step):
@@ -282,8 +330,10 @@ def record_saves(module):
 
 
 # 4 iterations of 64 steps, 4 optimizer steps each (continuous: Pendulum-v1, whose statistics are saved too)
-STOPPED = {"ppo.py": [*TINY, "--num-minibatches", 2, "--update-epochs", 2],
-           "ppo_continuous_action.py": [*TINY, "--env-id", "Pendulum-v1", "--num-minibatches", 2, "--update-epochs", 2]}
+STOPPED = {
+    "ppo.py": [*TINY, "--num-minibatches", 2, "--update-epochs", 2],
+    "ppo_continuous_action.py": [*TINY, "--env-id", "Pendulum-v1", "--num-minibatches", 2, "--update-epochs", 2],
+}
 
 
 @pytest.mark.parametrize("script", STOPPED)
@@ -299,7 +349,8 @@ def test_a_stop_in_an_update_ends_the_iteration_and_saves_it(tmp_path, monkeypat
     steps = stop_in_update(monkeypatch, step=2 * 4 + 2)
     stopped = run_main(script, *STOPPED[script], "--save-model", cwd=tmp_path / "stopped")
     assert stopped.returncode == 143 and "Traceback" not in stopped.stderr, stopped.stderr
-    assert len(steps) == 12  # the update of iteration 3 went on to its end, and iteration 4 did not begin
+    # the update of iteration 3 went on to its end, and iteration 4 did not begin
+    assert len(steps) == 12
     (run_dir,) = run_dirs(tmp_path / "stopped")
     saved = torch.load(run_dir / f"{script[:-3]}.pt", weights_only=True)
     assert (saved["iteration"], saved["global_step"]) == (3, 192)
@@ -308,7 +359,8 @@ def test_a_stop_in_an_update_ends_the_iteration_and_saves_it(tmp_path, monkeypat
     for part in parts:
         assert_same_tensors(saved[part], after_three[part])
     assert saved["optimizer"]["param_groups"] == after_three["optimizer"]["param_groups"]
-    assert all(int(state["step"]) == 12 for state in saved["optimizer"]["state"].values())  # 3 iterations x 4 steps
+    # 3 iterations x 4 steps
+    assert all(int(state["step"]) == 12 for state in saved["optimizer"]["state"].values())
 
 
 def test_a_stop_inside_tensorboards_writer_ends_the_run_at_the_end_of_the_iteration(tmp_path, monkeypatch):
@@ -321,9 +373,11 @@ def test_a_stop_inside_tensorboards_writer_ends_the_run_at_the_end_of_the_iterat
     steps, sent, write = stop_in_update(monkeypatch, step=None), [], event_file_writer._AsyncWriter.write
 
     def stopping_write(writer, data):
-        if len(steps) == 3 * 4 and not sent:  # iteration 3's update is over: the first write logs its losses
+        # iteration 3's update is over: the first write logs its losses
+        if len(steps) == 3 * 4 and not sent:
             sent.append(1)
-            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs here, with the writer's frames below this one
+            # its handler runs here, with the writer's frames below this one
+            os.kill(os.getpid(), signal.SIGTERM)
         return write(writer, data)
 
     monkeypatch.setattr(event_file_writer._AsyncWriter, "write", stopping_write)
@@ -375,7 +429,9 @@ def test_a_second_stop_during_a_save_ends_the_process_with_the_last_checkpoint_w
 def test_a_second_stop_while_the_logs_close_ends_the_process_at_once(tmp_path):
     """A second SIGTERM while TensorBoard's writer waits for its queue at close (after the final save): nothing is
     raised in that lock code; the process ends as by the signal's default action, the checkpoint already whole."""
-    patch = SECOND_STOP_IN_A_SAVE.replace("FIRST", str(2 * 4 + 2)).replace("SAVE", "0").replace("SIGNALS", "0") + """
+    patch = (
+        SECOND_STOP_IN_A_SAVE.replace("FIRST", str(2 * 4 + 2)).replace("SAVE", "0").replace("SIGNALS", "0")
+        + """
 import queue
 join = queue.Queue.join
 
@@ -387,6 +443,7 @@ def stopping_join(self):
 
 queue.Queue.join = stopping_join
 """.replace("FIRST_STEP", str(2 * 4 + 2))
+    )
     proc = run_patched("ppo.py", patch, *STOPPED["ppo.py"], "--save-model", cwd=tmp_path)
     assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stderr[-2000:])
     assert "interrupted at step 192 (after iteration 3" in proc.stderr and "model saved to" in proc.stdout
@@ -471,15 +528,25 @@ def test_main_leaves_the_signal_handlers_as_it_found_them(tmp_path):
         stopped, failing = load_script("ppo.py"), load_script("ppo.py")
         stop_at(stopped, 2, num_steps=32)
         failing.optim = SimpleNamespace(Adam=Failing)
-        outcomes = [call_main(load_script("ppo.py"), *TINY, "--save-model"), call_main(stopped, *TINY),
-                    call_main(load_script("ppo.py"), *TINY, "--env-id", "NoSuchEnv-v0"), call_main(failing, *TINY)]
+        outcomes = [
+            call_main(load_script("ppo.py"), *TINY, "--save-model"),
+            call_main(stopped, *TINY),
+            call_main(load_script("ppo.py"), *TINY, "--env-id", "NoSuchEnv-v0"),
+            call_main(failing, *TINY),
+        ]
         (run_dir, *_) = run_dirs(tmp_path)
         outcomes.append(call_main(load_script("ppo.py"), "--eval-checkpoint", run_dir / "ppo.pt", "--eval-episodes", 1))
         handlers = {s: signal.getsignal(s) for s in before}
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
-    assert [e if e is None else getattr(e, "code", str(e)) for e in outcomes] == [None, 143, 2, "a fault in training", None]
+    assert [e if e is None else getattr(e, "code", str(e)) for e in outcomes] == [
+        None,
+        143,
+        2,
+        "a fault in training",
+        None,
+    ]
     assert handlers == {signal.SIGINT: mine, signal.SIGTERM: mine}
 
 
@@ -518,8 +585,18 @@ def test_a_resumed_run_draws_new_random_numbers(tmp_path):
 
 # --- what --resume takes from the checkpoint and what the flags typed on the command line change ---------------------
 
-OFF_DEFAULT = {"total_timesteps": 10**8, "target_return": 20.0, "wandb_project_name": "other", "wandb_entity": "team", "checkpoint_every": 3,
-               "eval_episodes": 3, "num_threads": 1, "backend": "nccl", "device_ids": (0, 1), "dist_timeout": 60.0}
+OFF_DEFAULT = {
+    "total_timesteps": 10**8,
+    "target_return": 20.0,
+    "wandb_project_name": "other",
+    "wandb_entity": "team",
+    "checkpoint_every": 3,
+    "eval_episodes": 3,
+    "num_threads": 1,
+    "backend": "nccl",
+    "device_ids": (0, 1),
+    "dist_timeout": 60.0,
+}
 
 
 def words(name, value):
@@ -575,18 +652,40 @@ def test_a_setting_typed_at_its_default_that_contradicts_the_checkpoint_is_refus
 def test_resume_flags_from_the_command_line(tmp_path):
     """End to end, as a user runs it: trained with --no-cuda --checkpoint-every 1, resumed with --cuda
     --checkpoint-every 0 (both default values): the resumed run records cuda true and no periodic checkpoints."""
-    assert_ok(run_script("ppo.py", *TINY[:4], "--total-timesteps", 128, "--no-cuda", "--checkpoint-every", 1,
-                         "--save-model", cwd=tmp_path))
+    assert_ok(
+        run_script(
+            "ppo.py",
+            *TINY[:4],
+            "--total-timesteps",
+            128,
+            "--no-cuda",
+            "--checkpoint-every",
+            1,
+            "--save-model",
+            cwd=tmp_path,
+        )
+    )
     (run_dir,) = run_dirs(tmp_path)
-    proc = run_script("ppo.py", "--resume", run_dir / "ppo.pt", "--total-timesteps", 256, "--cuda",
-                      "--checkpoint-every", 0, cwd=tmp_path)
+    proc = run_script(
+        "ppo.py",
+        "--resume",
+        run_dir / "ppo.pt",
+        "--total-timesteps",
+        256,
+        "--cuda",
+        "--checkpoint-every",
+        0,
+        cwd=tmp_path,
+    )
     assert_ok(proc)
     recorded = json.loads((run_dir / "args.json").read_text())
     assert (recorded["cuda"], recorded["checkpoint_every"], recorded["save_model"]) == (True, 0, True)
-    assert proc.stdout.count("model saved to") == 1  # the end's save alone: no periodic one after iteration 3
+    # the end's save alone: no periodic one after iteration 3
+    assert proc.stdout.count("model saved to") == 1
 
 
 # --- seeds: every env's seed within envpool's int32 -------------------------------------------------------------------
+
 
 def test_seed_range_is_checked_in_one_line():
     for script in SCRIPTS:
@@ -613,10 +712,12 @@ def test_envpool_scripts_resume_where_the_drawn_seed_was_large_and_train_at_the_
     assert_ok(run_main(script, *tiny, "--total-timesteps", 32, "--seed", 2**30, cwd=tmp_path / "b"))
 
 
-# --- a stop before the first iteration ---------------------------------------------------------------------------------
+# --- a stop as training starts --------------------------------------------------------------------------------------
+
 
 def stop_after_start(module):
     """Make the script send itself Ctrl-C right after Run.start (args.json and the logs written), before training."""
+
     class StoppedRun(module.Run):
         def start(self, *args, **kwargs):
             writer = super().start(*args, **kwargs)
@@ -641,25 +742,31 @@ def test_a_stop_as_training_starts_ends_the_run_after_its_first_iteration(stoppe
     module = load_script("ppo.py")
     stop_after_start(module)
     proc = run_main("ppo.py", "--resume", copy, "--total-timesteps", 384, cwd=tmp_path / "resumed", module=module)
-    assert proc.returncode == 130 and set(before) <= {p.name for p in copy.parent.iterdir()}  # (+ its new log file)
+    # (+ its new log file)
+    assert proc.returncode == 130 and set(before) <= {p.name for p in copy.parent.iterdir()}
     assert torch.load(copy, weights_only=True)["iteration"] == 5
 
 
 # --- --target-return: a run ends once it has learned enough ----------------------------------------------------------
 
+
 def test_target_return_ends_training_at_the_first_boundary_where_the_last_20_episodes_reach_it(tmp_path):
     """CartPole's random play scores about 20: a target of 30 is reached within a few thousand steps. The run ends
     there as at the end of its budget (exit 0, the checkpoint saved), at the first iteration boundary where the mean
     of the last 20 logged returns reaches the target, computed here from the logs."""
-    proc = run_main("ppo.py", *TINY[:4], "--total-timesteps", 64 * 1000, "--target-return", 30, "--save-model",
-                    cwd=tmp_path)
+    proc = run_main(
+        "ppo.py", *TINY[:4], "--total-timesteps", 64 * 1000, "--target-return", 30, "--save-model", cwd=tmp_path
+    )
     assert_ok(proc)
     (run_dir,) = run_dirs(tmp_path)
     saved = torch.load(run_dir / "ppo.pt", weights_only=True)
     assert saved["iteration"] < 1000
     returns = read_scalars(run_dir)["charts/episodic_return"]
-    means = {iteration: np.mean([r for step, r in returns if step <= iteration * 64][-20:])
-             for iteration in range(1, saved["iteration"] + 1) if sum(step <= iteration * 64 for step, _ in returns) >= 20}
+    means = {
+        iteration: np.mean([r for step, r in returns if step <= iteration * 64][-20:])
+        for iteration in range(1, saved["iteration"] + 1)
+        if sum(step <= iteration * 64 for step, _ in returns) >= 20
+    }
     assert [i for i, mean in means.items() if mean >= 30][:1] == [saved["iteration"]]
     assert f"target reached at step {saved['global_step']}: the last 20 episodes' mean return" in proc.stdout
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -681,8 +788,9 @@ def test_a_resumed_run_counts_the_games_before_its_stop(tmp_path):
     path = run_dir / "ppo.pt"
     returns = [r for _, r in read_scalars(run_dir)["charts/episodic_return"]]
     assert len(returns) >= 20 and torch.load(path, weights_only=True)["recent_returns"] == pytest.approx(returns[-20:])
-    proc = run_main("ppo.py", "--resume", path, "--total-timesteps", 64 * 1000, "--target-return", min(returns[-20:]),
-                    cwd=tmp_path)
+    proc = run_main(
+        "ppo.py", "--resume", path, "--total-timesteps", 64 * 1000, "--target-return", min(returns[-20:]), cwd=tmp_path
+    )
     assert_ok(proc)
     assert f"target reached at step {64 * 21}: the last 20 episodes' mean return" in proc.stdout
     assert torch.load(path, weights_only=True)["iteration"] == 21

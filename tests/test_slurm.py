@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 import pytest
+from test_benchmark import main_table, run_tool, states
 
 from helpers import REPO, assert_ok, missing, need, read_scalars, test_env
-from test_benchmark import main_table, run_tool, states
 
 LOCAL_SLURM = REPO / "benchmark" / "local_slurm.sh"
 TINY = "--num-envs 2 --num-steps 32"  # 64 steps an iteration
@@ -42,11 +42,18 @@ def slurm(tmp_path_factory):
     path = f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"  # where Debian puts the daemons
     absent = [name for name in ("slurmctld", "slurmd", "munged", "sbatch") if shutil.which(name, path=path) is None]
     if absent:
-        missing(f"Slurm is not installed ({', '.join(absent)} not found): apt-get install slurmctld slurmd "
-                f"slurm-client munge")
+        missing(
+            f"Slurm is not installed ({', '.join(absent)} not found): apt-get install slurmctld slurmd "
+            f"slurm-client munge"
+        )
     folder = tmp_path_factory.mktemp("slurm") / "cluster"
-    proc = subprocess.run(["bash", str(LOCAL_SLURM), "start", str(folder)], capture_output=True, text=True, timeout=120,
-                          env=test_env(LOCAL_SLURM_PORT=str(free_port_pair())))
+    proc = subprocess.run(
+        ["bash", str(LOCAL_SLURM), "start", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=test_env(LOCAL_SLURM_PORT=str(free_port_pair())),
+    )
     if proc.returncode != 0:
         missing(f"a local Slurm cluster does not start here: {proc.stderr.strip()[-800:]}")
     yield {"SLURM_CONF": str(folder / "slurm.conf")}
@@ -85,14 +92,29 @@ def test_a_two_arm_sweep_runs_as_job_arrays_and_the_report_compares_it(slurm, tm
     run folder of its own; report.py --sweep shows both arms with the numbers of the runs' event files."""
     jobs = []
     for lr in ("2.5e-4", "1e-3"):
-        jobs.append(submit(slurm, tmp_path, "--command",
-                           f"{sys.executable} {REPO / 'ppo.py'} {TINY} --total-timesteps 256 --learning-rate {lr}",
-                           "--env-ids", "CartPole-v1", "--seeds", 1, 2, "--workers", 2, "--out", "out"))
+        jobs.append(
+            submit(
+                slurm,
+                tmp_path,
+                "--command",
+                f"{sys.executable} {REPO / 'ppo.py'} {TINY} --total-timesteps 256 --learning-rate {lr}",
+                "--env-ids",
+                "CartPole-v1",
+                "--seeds",
+                1,
+                2,
+                "--workers",
+                2,
+                "--out",
+                "out",
+            )
+        )
     for job in jobs:
         wait_for(slurm, job)
     st = [json.loads(p.read_text()) for p in (tmp_path / "out").glob("*.json")]
     assert sorted((d["status"], d["seed"], d["slurm_job"].split("_")[0]) for d in st) == sorted(
-        ("done", seed, job) for job in jobs for seed in (1, 2)), st
+        ("done", seed, job) for job in jobs for seed in (1, 2)
+    ), st
     folders = [name for d in st for name in d["run_names"]]
     assert sorted(folders) == sorted(p.name for p in (tmp_path / "runs").iterdir()) and len(set(folders)) == 4
     returns = {}
@@ -100,8 +122,7 @@ def test_a_two_arm_sweep_runs_as_job_arrays_and_the_report_compares_it(slurm, tm
         lr = d["words"][d["words"].index("--learning-rate") + 1]
         returns.setdefault(float(lr), []).append(returns_of(tmp_path / "runs" / d["run_names"][0]))
 
-    proc = run_tool("report.py", "--runs", "runs", "--sweep", "out", "--reps", 200, "--rliable-reps", 200,
-                    cwd=tmp_path)
+    proc = run_tool("report.py", "--runs", "runs", "--sweep", "out", "--reps", 200, "--rliable-reps", 200, cwd=tmp_path)
     assert_ok(proc)
     rows = main_table(proc.stdout)
     assert [row[1] for row in rows] == ["ppo.py learning_rate=0.00025", "ppo.py learning_rate=0.001"]
@@ -111,8 +132,21 @@ def test_a_two_arm_sweep_runs_as_job_arrays_and_the_report_compares_it(slurm, tm
         assert row[4].startswith(f"{np.mean(values):.2f} ± {np.std(values):.2f}"), (row, values)
     assert "## Failed and missing runs" not in proc.stdout
     # submitted again: every run is done, nothing is submitted
-    proc = run_tool("run.py", "--slurm", "--command", st[0]["command"], "--env-ids", "CartPole-v1", "--seeds", 1, 2,
-                    "--out", "out", cwd=tmp_path, **slurm)
+    proc = run_tool(
+        "run.py",
+        "--slurm",
+        "--command",
+        st[0]["command"],
+        "--env-ids",
+        "CartPole-v1",
+        "--seeds",
+        1,
+        2,
+        "--out",
+        "out",
+        cwd=tmp_path,
+        **slurm,
+    )
     assert_ok(proc)
     assert "2 already done" in proc.stdout and "nothing to submit" in proc.stdout
 
@@ -136,10 +170,12 @@ def test_a_cancelled_task_is_unfinished_and_continues_from_its_checkpoint(slurm,
     state = states(tmp_path / "out")[("CartPole-v1", 1)]
     log = (tmp_path / "out" / f"ppo__CartPole-v1__1__{state['key']}.log").read_text()
     # on a failure, what to look at: the run's log, the task's output and how long the stop took
-    print(log, *[p.read_text() for p in (tmp_path / "out" / "slurm").glob("*.out")], sep="\n")  # shown on a failure
+    # shown on a failure
+    print(log, *[p.read_text() for p in (tmp_path / "out" / "slurm").glob("*.out")], sep="\n")
     why = f"exit {state['returncode']}, {state['ended'] - cancelled:.1f} s after scancel"
     assert (state["status"], state["returncode"], state["run_names"]) == ("interrupted", 143, [folder]), why
-    assert "interrupted at step" in log and not re.search(r"step +4096/4096", log)  # stopped mid-run
+    # stopped mid-run
+    assert "interrupted at step" in log and not re.search(r"step +4096/4096", log)
     proc = run_tool("run.py", *grid, "--slurm", "--dry-run", cwd=tmp_path, **slurm)
     assert f"#   task 0: CartPole-v1 seed 1 (continues runs/{folder}/ppo.pt)" in proc.stdout, proc.stdout
 
@@ -149,9 +185,11 @@ def test_a_cancelled_task_is_unfinished_and_continues_from_its_checkpoint(slurm,
     assert (state["status"], state["run_names"]) == ("done", [folder]), state
     assert state["resumed_from"] == f"runs/{folder}/ppo.pt"
     assert [p.name for p in (tmp_path / "runs").iterdir()] == [folder]
-    assert len(list((tmp_path / "runs" / folder).glob("events.out.tfevents.*"))) == 2  # one per part of the run
+    # one per part of the run
+    assert len(list((tmp_path / "runs" / folder).glob("events.out.tfevents.*"))) == 2
     steps = [step for step, _ in read_scalars(tmp_path / "runs" / folder)["losses/value_loss"]]
-    assert steps == list(range(64, 4097, 64))  # each iteration once: the stopped part's extra steps purged
+    # each iteration once: the stopped part's extra steps purged
+    assert steps == list(range(64, 4097, 64))
     log = (tmp_path / "out" / f"ppo__CartPole-v1__1__{state['key']}.log").read_text()
     assert f"--resume runs/{folder}/ppo.pt" in log and re.search(r"step +4096/4096", log)
 
@@ -176,8 +214,19 @@ def test_a_failed_task_is_reported_failed_from_sacct(slurm, tmp_path):
     run stays `running`). Started again (--dry-run), the runner asks sacct (here its job completion log: the local
     cluster keeps no accounting), says that both tasks FAILED and records both runs failed, with Slurm's state."""
     (tmp_path / "crash.py").write_text(CRASH)
-    grid = ["--command", f"{sys.executable} crash.py", "--env-ids", "CartPole-v1", "--seeds", 1, 2, "--workers", 2,
-            "--out", "out"]
+    grid = [
+        "--command",
+        f"{sys.executable} crash.py",
+        "--env-ids",
+        "CartPole-v1",
+        "--seeds",
+        1,
+        2,
+        "--workers",
+        2,
+        "--out",
+        "out",
+    ]
     job = submit(slurm, tmp_path, *grid)
     wait_for(slurm, job)
     ended = {seed: state["status"] for (_, seed), state in states(tmp_path / "out").items()}
@@ -192,7 +241,9 @@ def test_a_failed_task_is_reported_failed_from_sacct(slurm, tmp_path):
     assert failed in proc.stdout, proc.stdout
     st = {seed: state for (_, seed), state in states(tmp_path / "out").items()}
     assert [(st[seed]["status"], st[seed]["returncode"], st[seed]["slurm_state"]) for seed in (1, 2)] == [
-        ("failed", 3, "FAILED"), ("failed", -9, "FAILED")], st
+        ("failed", 3, "FAILED"),
+        ("failed", -9, "FAILED"),
+    ], st
     assert st[2]["error"] == f"the Slurm task {job}_1 ended FAILED (exit code 0:9) before it recorded how its run ended"
 
 
@@ -203,15 +254,36 @@ def test_the_multinode_script_joins_two_tasks_into_one_run(slurm, tmp_path):
     need("ale_py")
     need("cv2")
     job = slurm_command(
-        dict(slurm, NPROC="1", SCRIPT=str(REPO / "ppo_atari_multigpu.py")), "sbatch", "--parsable", "--chdir", tmp_path,
-        "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--cpus-per-task=1", f"--output={tmp_path}/job.out",
-        REPO / "benchmark" / "slurm_multinode.sh", "--env-id", "BreakoutNoFrameskip-v4", "--num-envs", 2,
-        "--num-steps", 16, "--num-minibatches", 1, "--update-epochs", 1, "--total-timesteps", 64).strip()
+        dict(slurm, NPROC="1", SCRIPT=str(REPO / "ppo_atari_multigpu.py")),
+        "sbatch",
+        "--parsable",
+        "--chdir",
+        tmp_path,
+        "--nodes=1",
+        "--ntasks=2",
+        "--ntasks-per-node=2",
+        "--cpus-per-task=1",
+        f"--output={tmp_path}/job.out",
+        REPO / "benchmark" / "slurm_multinode.sh",
+        "--env-id",
+        "BreakoutNoFrameskip-v4",
+        "--num-envs",
+        2,
+        "--num-steps",
+        16,
+        "--num-minibatches",
+        1,
+        "--update-epochs",
+        1,
+        "--total-timesteps",
+        64,
+    ).strip()
     wait_for(slurm, job)
     output = (tmp_path / "job.out").read_text()
     info = slurm_command(slurm, "scontrol", "show", "job", job)
     assert "JobState=COMPLETED" in info and " ExitCode=0:0" in info, output
-    assert re.search(r"^0: ", output, re.M) and re.search(r"^1: ", output, re.M), output  # both tasks' lines
+    # both tasks' lines
+    assert re.search(r"^0: ", output, re.M) and re.search(r"^1: ", output, re.M), output
     (run,) = (tmp_path / "runs").iterdir()
     assert json.loads((run / "args.json").read_text())["num_envs"] == 2
     assert read_scalars(run)["charts/SPS"][-1][0] == 64

@@ -15,14 +15,23 @@ import torch
 from helpers import load_script, need, need_procgen, read_scalars
 
 ppo = load_script("ppo.py")
-COPIES = ["ppo_atari.py", "ppo_atari_lstm.py", "ppo_atari_multigpu.py", "ppo_atari_envpool.py",
-          "ppo_continuous_action.py", "ppo_multidiscrete.py", "ppo_multidiscrete_mask.py", "ppo_procgen.py"]
+COPIES = [
+    "ppo_atari.py",
+    "ppo_atari_lstm.py",
+    "ppo_atari_multigpu.py",
+    "ppo_atari_envpool.py",
+    "ppo_continuous_action.py",
+    "ppo_multidiscrete.py",
+    "ppo_multidiscrete_mask.py",
+    "ppo_procgen.py",
+]
 SCRIPTS = ["ppo.py", *COPIES]
 STATS = ["value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac"]
 
 
-def reference_loss(newlogprob, entropy, newvalue, logprob, value, advantages, returns, clip, norm_adv, clip_vloss,
-                   ent_coef, vf_coef):
+def reference_loss(
+    newlogprob, entropy, newvalue, logprob, value, advantages, returns, clip, norm_adv, clip_vloss, ent_coef, vf_coef
+):
     """ppo2's loss from its definition, sample by sample in float64 (PPO paper eq. 7 and 9, baselines' model.py).
 
     Returns the loss, its debug statistics and its gradients with respect to newlogprob, newvalue and entropy."""
@@ -50,7 +59,8 @@ def reference_loss(newlogprob, entropy, newvalue, logprob, value, advantages, re
         grad = (v[i] - ret[i]) / n  # d(0.5 * error / n) / dv
         if clip_vloss:
             v_clipped = old_v[i] + min(max(v[i] - old_v[i], -clip), clip)
-            if (v_clipped - ret[i]) ** 2 > error:  # the larger error counts; a clipped v has no gradient
+            # the larger error counts; a clipped v has no gradient
+            if (v_clipped - ret[i]) ** 2 > error:
                 error, grad = (v_clipped - ret[i]) ** 2, 0.0
         value_error += error
         grad_v[i] = vf_coef * grad
@@ -58,8 +68,14 @@ def reference_loss(newlogprob, entropy, newvalue, logprob, value, advantages, re
         kl3 += (r - 1 - math.log(r)) / n
         clipped += (abs(r - 1) > clip) / n
     policy_loss, value_loss = -objective / n, 0.5 * value_error / n
-    stats = dict(value_loss=value_loss, policy_loss=policy_loss, entropy=h.mean(), old_approx_kl=kl1, approx_kl=kl3,
-                 clipfrac=clipped)
+    stats = dict(
+        value_loss=value_loss,
+        policy_loss=policy_loss,
+        entropy=h.mean(),
+        old_approx_kl=kl1,
+        approx_kl=kl3,
+        clipfrac=clipped,
+    )
     loss = policy_loss - ent_coef * h.mean() + vf_coef * value_loss
     return loss, stats, dict(newlogprob=grad_lp, newvalue=grad_v, entropy=np.full(n, -ent_coef / n))
 
@@ -80,8 +96,13 @@ def assert_loss_matches_reference(inputs, *coefs):
     assert not any(s.requires_grad for s in stats.values())
     np.testing.assert_allclose(loss.item(), expected_loss, rtol=1e-12, atol=1e-15)
     for name in STATS:
-        np.testing.assert_allclose(stats[name].item(), expected_stats[name], rtol=1e-6 if name == "clipfrac" else 1e-12,
-                                   atol=1e-15, err_msg=name)
+        np.testing.assert_allclose(
+            stats[name].item(),
+            expected_stats[name],
+            rtol=1e-6 if name == "clipfrac" else 1e-12,
+            atol=1e-15,
+            err_msg=name,
+        )
     for name, grad in grads.items():
         np.testing.assert_allclose(grad.numpy(), expected_grads[name], rtol=1e-12, atol=1e-15, err_msg=name)
     return grads
@@ -95,10 +116,10 @@ ADVANTAGES = np.array([1.5, 0.7, 2.0, 0.3, 1.1, -1.2, -0.4, -2.5, -0.9, -0.6])
 def clip_case_inputs(rng):
     logprob = rng.uniform(-2, -0.1, len(RATIOS))
     value = rng.normal(size=len(RATIOS))
-    newvalue = value + rng.uniform(-0.5, 0.5, len(RATIOS))  # some inside the value clip, some outside
+    # some inside the value clip, some outside
+    newvalue = value + rng.uniform(-0.5, 0.5, len(RATIOS))
     returns = value + rng.normal(scale=0.6, size=len(RATIOS))
-    return [logprob + np.log(RATIOS), rng.uniform(0.1, 1.5, len(RATIOS)), newvalue, logprob, value, ADVANTAGES,
-            returns]
+    return [logprob + np.log(RATIOS), rng.uniform(0.1, 1.5, len(RATIOS)), newvalue, logprob, value, ADVANTAGES, returns]
 
 
 @pytest.mark.parametrize("norm_adv", [True, False])
@@ -117,20 +138,24 @@ def test_gradient_is_exactly_zero_where_the_clip_binds():
     binds = ((RATIOS > 1.2) & (ADVANTAGES > 0)) | ((RATIOS < 0.8) & (ADVANTAGES < 0))
     assert binds.sum() == 2
     assert np.all(grads["newlogprob"].numpy()[binds] == 0.0)
-    assert np.all(grads["newlogprob"].numpy()[~binds] != 0.0)  # outside the range on the other side: still pulled
+    # outside the range on the other side: still pulled
+    assert np.all(grads["newlogprob"].numpy()[~binds] != 0.0)
 
 
 def test_advantage_normalization_uses_the_population_std_and_its_epsilon():
     """[C7] with every ratio 1, d loss / d newlogprob_i = -A_norm_i / n: the normalized advantages themselves."""
     n = 4
     for advantages, expected in [
-        ([1.0, 2.0, 3.0, 6.0], (np.array([1, 2, 3, 6]) - 3) / (math.sqrt(14 / 4) + 1e-8)),  # std over n, not n - 1
-        ([0.0, 1e-8, -1e-8, 0.0], np.array([0, 1e-8, -1e-8, 0]) / (math.sqrt(2e-16 / 4) + 1e-8)),  # epsilon counts
+        # std over n, not n - 1
+        ([1.0, 2.0, 3.0, 6.0], (np.array([1, 2, 3, 6]) - 3) / (math.sqrt(14 / 4) + 1e-8)),
+        # epsilon counts
+        ([0.0, 1e-8, -1e-8, 0.0], np.array([0, 1e-8, -1e-8, 0]) / (math.sqrt(2e-16 / 4) + 1e-8)),
         ([3.0] * 4, np.zeros(4)),  # no spread: zeros, not NaN
     ]:
         zeros = np.zeros(n)
-        _, _, grads = script_loss(ppo, [zeros, zeros, zeros, zeros, zeros, advantages, zeros], 0.2, True, True, 0.0,
-                                  0.5)
+        _, _, grads = script_loss(
+            ppo, [zeros, zeros, zeros, zeros, zeros, advantages, zeros], 0.2, True, True, 0.0, 0.5
+        )
         np.testing.assert_allclose(-n * grads["newlogprob"].numpy(), expected, rtol=1e-9, atol=1e-12)
 
 
@@ -145,7 +170,8 @@ def test_value_loss_clip_by_hand():
         loss, stats, grads = script_loss(ppo, inputs, 0.2, False, clip_vloss, 0.01, 0.5)
         np.testing.assert_allclose(stats["value_loss"].item(), 0.5 * np.mean(errors), rtol=1e-12)
         np.testing.assert_allclose(loss.item(), 0.5 * 0.5 * np.mean(errors) - 0.01 * 0.8, rtol=1e-12)
-        assert (grads["newvalue"][0] == 0) == clip_vloss  # the clipped term does not depend on the new value
+        # the clipped term does not depend on the new value
+        assert (grads["newvalue"][0] == 0) == clip_vloss
 
 
 def test_one_update_step_of_ppo_py_against_numpy_adam(tiny_run):
@@ -154,12 +180,16 @@ def test_one_update_step_of_ppo_py_against_numpy_adam(tiny_run):
     to the bias-corrected sqrt(v) (PyTorch's form), against numpy."""
     run = tiny_run("ppo.py")
     checkpoint = torch.load(run.model, weights_only=True)
-    agent = ppo.Agent(SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (4,)),
-                                      single_action_space=gym.spaces.Discrete(2)))
+    agent = ppo.Agent(
+        SimpleNamespace(
+            single_observation_space=gym.spaces.Box(-1, 1, (4,)), single_action_space=gym.spaces.Discrete(2)
+        )
+    )
     agent.load_state_dict(checkpoint["model"])
     agent.double()  # float64 throughout, so the comparison can be tight
     optimizer = torch.optim.Adam(agent.parameters(), fused=True)
-    optimizer.load_state_dict(checkpoint["optimizer"])  # the script's settings, moments and step count
+    # the script's settings, moments and step count
+    optimizer.load_state_dict(checkpoint["optimizer"])
     params = list(agent.parameters())
     state = [optimizer.state[p] for p in params]
     step = state[0]["step"].item()
@@ -171,27 +201,41 @@ def test_one_update_step_of_ppo_py_against_numpy_adam(tiny_run):
     obs = torch.tensor(rng.normal(size=(32, 4)))
     action = torch.tensor(rng.integers(0, 2, 32))
     _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, action)
-    stored = [newlogprob.detach() + torch.tensor(rng.normal(scale=0.3, size=32)), newvalue.detach().view(-1),
-              torch.tensor(rng.normal(size=32)), torch.tensor(rng.normal(scale=3.0, size=32))]
+    stored = [
+        newlogprob.detach() + torch.tensor(rng.normal(scale=0.3, size=32)),
+        newvalue.detach().view(-1),
+        torch.tensor(rng.normal(size=32)),
+        torch.tensor(rng.normal(scale=3.0, size=32)),
+    ]
     args = ppo.Args()
-    loss, _ = ppo.ppo_loss(newlogprob, entropy, newvalue, *stored, args.clip_coef, args.norm_adv, args.clip_vloss,
-                           args.ent_coef, args.vf_coef)
+    loss, _ = ppo.ppo_loss(
+        newlogprob,
+        entropy,
+        newvalue,
+        *stored,
+        args.clip_coef,
+        args.norm_adv,
+        args.clip_vloss,
+        args.ent_coef,
+        args.vf_coef,
+    )
     optimizer.zero_grad()
     loss.backward()
     grads = [p.grad.numpy().copy() for p in params]
     torch.nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
     optimizer.step()
 
-    norm = math.sqrt(sum(float((g ** 2).sum()) for g in grads))
+    norm = math.sqrt(sum(float((g**2).sum()) for g in grads))
     assert norm > 1.0  # the clip binds
     scale = 0.5 / (norm + 1e-6)  # torch.nn.utils.clip_grad_norm_ divides by the norm plus 1e-6
-    lr = 2.5e-4 * (1 - (run.args.num_iterations - 1) / run.args.num_iterations)  # [C4] the last iteration's
+    # [C4] the last iteration's
+    lr = 2.5e-4 * (1 - (run.args.num_iterations - 1) / run.args.num_iterations)
     beta1, beta2, eps, t = 0.9, 0.999, 1e-5, step + 1
     for p, g, m, v, p_before in zip(params, grads, m0, v0, p0):
         g = g * scale
         m = beta1 * m + (1 - beta1) * g
         v = beta2 * v + (1 - beta2) * g * g
-        m_hat, v_hat = m / (1 - beta1 ** t), v / (1 - beta2 ** t)
+        m_hat, v_hat = m / (1 - beta1**t), v / (1 - beta2**t)
         expected = p_before - lr * m_hat / (np.sqrt(v_hat) + eps)
         np.testing.assert_allclose(p.detach().numpy() - p_before, expected - p_before, rtol=1e-6, atol=1e-13)
 
@@ -206,8 +250,13 @@ def test_every_copy_computes_what_ppo_py_computes(script):
     as_t = lambda a: torch.tensor(a, dtype=torch.float64)
     dones = (rng.random((num_steps, num_envs)) < 0.2).astype(float)
     dones[0, 0] = dones[num_steps - 1, 1] = dones[5, 2] = 1
-    gae_inputs = [as_t(rng.normal(size=(num_steps, num_envs))), as_t(rng.normal(size=(num_steps, num_envs))),
-                  as_t(dones), as_t(rng.normal(size=num_envs)), as_t([0.0, 1.0, 0.0, 1.0])]
+    gae_inputs = [
+        as_t(rng.normal(size=(num_steps, num_envs))),
+        as_t(rng.normal(size=(num_steps, num_envs))),
+        as_t(dones),
+        as_t(rng.normal(size=num_envs)),
+        as_t([0.0, 1.0, 0.0, 1.0]),
+    ]
     for gamma, lam in [(0.99, 0.95), (0.9, 0.5)]:
         for ours, theirs in zip(module.compute_gae(*gae_inputs, gamma, lam), ppo.compute_gae(*gae_inputs, gamma, lam)):
             assert torch.equal(ours, theirs)
@@ -215,8 +264,15 @@ def test_every_copy_computes_what_ppo_py_computes(script):
     n = 24
     logprob = rng.uniform(-3, -0.1, n)
     value = rng.normal(size=n)
-    inputs = [logprob + rng.normal(scale=0.3, size=n), rng.uniform(0.1, 2, n), value + rng.normal(scale=0.3, size=n),
-              logprob, value, rng.normal(size=n), value + rng.normal(size=n)]
+    inputs = [
+        logprob + rng.normal(scale=0.3, size=n),
+        rng.uniform(0.1, 2, n),
+        value + rng.normal(scale=0.3, size=n),
+        logprob,
+        value,
+        rng.normal(size=n),
+        value + rng.normal(size=n),
+    ]
     for norm_adv in (True, False):
         for clip_vloss in (True, False):
             coefs = (0.2, norm_adv, clip_vloss, 0.01, 0.5)
@@ -228,14 +284,27 @@ def test_every_copy_computes_what_ppo_py_computes(script):
 
 # --- one tiny training run per script, shared by the tests below ---------------------------------------------------
 
-NEEDS = {"ppo_atari.py": ["ale_py", "cv2"], "ppo_atari_lstm.py": ["ale_py", "cv2"],
-         "ppo_atari_multigpu.py": ["ale_py", "cv2"], "ppo_atari_envpool.py": ["envpool"],
-         "ppo_continuous_action.py": ["mujoco"], "ppo_multidiscrete.py": ["envpool"],
-         "ppo_multidiscrete_mask.py": ["envpool"]}
+NEEDS = {
+    "ppo_atari.py": ["ale_py", "cv2"],
+    "ppo_atari_lstm.py": ["ale_py", "cv2"],
+    "ppo_atari_multigpu.py": ["ale_py", "cv2"],
+    "ppo_atari_envpool.py": ["envpool"],
+    "ppo_continuous_action.py": ["mujoco"],
+    "ppo_multidiscrete.py": ["envpool"],
+    "ppo_multidiscrete_mask.py": ["envpool"],
+}
 # 2 iterations of 2 envs x 8 steps, 2 epochs of 2 mini-batches; coefficients off their defaults, so a script that
 # passes one in the place of another is seen
-TINY = dict(num_envs=2, num_steps=8, total_timesteps=32, num_minibatches=2, update_epochs=2, clip_coef=0.15,
-            ent_coef=0.02, vf_coef=0.6)
+TINY = dict(
+    num_envs=2,
+    num_steps=8,
+    total_timesteps=32,
+    num_minibatches=2,
+    update_epochs=2,
+    clip_coef=0.15,
+    ent_coef=0.02,
+    vf_coef=0.6,
+)
 
 
 def threads(module):
@@ -261,8 +330,13 @@ def train(script, cwd, **overrides):
 
     def recording_loss(*inputs):
         loss, stats = ppo_loss(*inputs)
-        run.calls.append(dict(inputs=[x.detach().cpu().reshape(-1).double().numpy() for x in inputs[:7]],
-                              coefs=inputs[7:], stats={k: v.item() for k, v in stats.items()}))
+        run.calls.append(
+            dict(
+                inputs=[x.detach().cpu().reshape(-1).double().numpy() for x in inputs[:7]],
+                coefs=inputs[7:],
+                stats={k: v.item() for k, v in stats.items()},
+            )
+        )
         return loss, stats
 
     class RecordingAgent(module.Agent):
@@ -275,11 +349,15 @@ def train(script, cwd, **overrides):
         mp.chdir(cwd)
         mp.setattr(module, "ppo_loss", recording_loss)
         mp.setattr(module, "Agent", RecordingAgent)
-        mp.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, max_norm, *a, **k: run.clips.append(max_norm)
-                   or clip_grad_norm_(params, max_norm, *a, **k))
+        mp.setattr(
+            torch.nn.utils,
+            "clip_grad_norm_",
+            lambda params, max_norm, *a, **k: run.clips.append(max_norm) or clip_grad_norm_(params, max_norm, *a, **k),
+        )
         run.args = module.Args(**{**TINY, "save_model": True, **threads(module), **overrides})
         module.main(run.args)
-    (run.model,) = (cwd / "runs").rglob("*.pt")  # rglob: an env id such as Jumanji/JobShop-v0 makes a subfolder
+    # rglob: an env id such as Jumanji/JobShop-v0 makes a subfolder
+    (run.model,) = (cwd / "runs").rglob("*.pt")
     run.scalars = read_scalars(run.model.parent)
     return run
 
@@ -305,12 +383,14 @@ def test_logged_losses_are_the_mean_of_the_update(tiny_run, script):
     args = run.args
     per_update = args.update_epochs * args.num_minibatches
     assert len(run.calls) == args.num_iterations * per_update
-    assert all(call["coefs"] == (args.clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef)
-               for call in run.calls)
+    assert all(
+        call["coefs"] == (args.clip_coef, args.norm_adv, args.clip_vloss, args.ent_coef, args.vf_coef)
+        for call in run.calls
+    )
     assert run.clips == [0.5] * len(run.calls)
     distinguishable = False
     for i in range(args.num_iterations):
-        calls = run.calls[i * per_update:(i + 1) * per_update]
+        calls = run.calls[i * per_update : (i + 1) * per_update]
         expected = [reference_loss(*call["inputs"], *call["coefs"])[1] for call in calls]
         for name in STATS:
             step, logged = run.scalars[f"losses/{name}"][i]
@@ -354,7 +434,8 @@ def test_evaluation_plays_the_saved_weights(tiny_run, script):
     assert state.keys() == saved.keys()
     assert all(torch.equal(state[k].cpu(), saved[k]) for k in saved)
     initial = run.initial[0]
-    assert any(not torch.equal(initial[k].cpu(), saved[k]) for k in saved)  # training moved the weights
+    # training moved the weights
+    assert any(not torch.equal(initial[k].cpu(), saved[k]) for k in saved)
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -374,7 +455,8 @@ def test_optimizer_settings_and_step_count(tiny_run, script):
     assert sorted(group["params"]) == list(range(run.num_params))
     steps = args.num_iterations * args.update_epochs * args.num_minibatches
     assert sorted(optimizer["state"]) == list(range(run.num_params))
-    for state in optimizer["state"].values():  # Adam's moments (an SGD or RMSprop state has neither)
+    # Adam's moments (an SGD or RMSprop state has neither)
+    for state in optimizer["state"].values():
         assert {"exp_avg", "exp_avg_sq"} <= state.keys()
         assert float(state["step"]) == steps
 
@@ -419,19 +501,26 @@ def test_compile_computes_what_the_default_computes(tiny_run, tmp_path, script, 
     if script == "ppo_atari_lstm.py":
         assert breaks and all("LSTM" in reason for reason in breaks)
         assert any(calls(g, "linear") for g in graphs) and any(calls(g, "clamp") for g in graphs)
-    else:  # one graph: the forward pass (its linear layers, and convolutions in the CNN scripts) and the loss
+    # one graph: the forward pass (its linear layers, and convolutions in the CNN scripts) and the loss
+    else:
         assert not breaks and len(graphs) == 1
         assert calls(graphs[0], "linear") and calls(graphs[0], "clamp")
         assert calls(graphs[0], "conv2d") == ("atari" in script or "procgen" in script)
     scalars = read_scalars(model.parent)
     for name in STATS + ["explained_variance"]:
-        np.testing.assert_allclose([v for _, v in scalars[f"losses/{name}"]],
-                                   [v for _, v in eager.scalars[f"losses/{name}"]], rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(
+            [v for _, v in scalars[f"losses/{name}"]],
+            [v for _, v in eager.scalars[f"losses/{name}"]],
+            rtol=1e-5,
+            atol=1e-6,
+            err_msg=name,
+        )
     ours, theirs = torch.load(model, weights_only=True)["model"], torch.load(eager.model, weights_only=True)["model"]
     assert ours.keys() == theirs.keys()
     for key in theirs:
         torch.testing.assert_close(ours[key], theirs[key], rtol=1e-5, atol=1e-6)
-    assert any(not torch.equal(eager.initial[0][k].cpu(), theirs[k]) for k in theirs)  # the update moved the weights
+    # the update moved the weights
+    assert any(not torch.equal(eager.initial[0][k].cpu(), theirs[k]) for k in theirs)
 
 
 def test_compile_with_anneal_clip_compiles_once(tmp_path):
@@ -439,12 +528,19 @@ def test_compile_with_anneal_clip_compiles_once(tmp_path):
     compiles a graph anew for each value of a float handed to torch.clamp (and after 8, runs eager code). One graph
     for three iterations, the same losses as without --compile."""
     (tmp_path / "compiled").mkdir(), (tmp_path / "eager").mkdir()
-    graphs, breaks, model = train_compiled("ppo.py", tmp_path / "compiled", "aot_eager", anneal_clip=True,
-                                           total_timesteps=48)
+    graphs, breaks, model = train_compiled(
+        "ppo.py", tmp_path / "compiled", "aot_eager", anneal_clip=True, total_timesteps=48
+    )
     assert not breaks and len(graphs) == 1
     eager = train("ppo.py", tmp_path / "eager", anneal_clip=True, total_timesteps=48)
-    assert [call["coefs"][0] for call in eager.calls[::4]] == pytest.approx([0.15, 0.1, 0.05])  # annealed
+    # annealed
+    assert [call["coefs"][0] for call in eager.calls[::4]] == pytest.approx([0.15, 0.1, 0.05])
     scalars = read_scalars(model.parent)
     for name in STATS:
-        np.testing.assert_allclose([v for _, v in scalars[f"losses/{name}"]],
-                                   [v for _, v in eager.scalars[f"losses/{name}"]], rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(
+            [v for _, v in scalars[f"losses/{name}"]],
+            [v for _, v in eager.scalars[f"losses/{name}"]],
+            rtol=1e-5,
+            atol=1e-6,
+            err_msg=name,
+        )
