@@ -669,17 +669,17 @@ class Run(contextlib.AbstractContextManager):
             )
         # the returns of the last 20 episodes, for the progress line and --target-return; a resumed run counts on
         self.recent_returns = deque(self.checkpoint.get("recent_returns", []), maxlen=20)
-        # A resumed run draws new random numbers: its seed comes from --seed and the iteration it starts at (below
-        # 2**30, as --seed, so that the envs' seeds, seed + i, stay within envpool's int32)
-        self.seed = args.seed
-        if args.resume is not None:
-            self.seed = int(np.random.SeedSequence([args.seed, self.start_iteration]).generate_state(1)[0]) % 2**30
-        if args.resume is not None:
-            self.dir = os.path.dirname(args.resume) or "."
-            self.name = os.path.basename(os.path.abspath(self.dir))
-        else:
+        if args.resume is None:
+            self.seed = args.seed
             self.name = self.free_name()
             self.dir = f"runs/{self.name}"
+        else:
+            # A resumed run draws new random numbers: its seed comes from --seed and the iteration it starts at
+            # (below 2**30, as --seed, so that the envs' seeds, seed + i, stay within envpool's int32)
+            self.seed = int(np.random.SeedSequence([args.seed, self.start_iteration]).generate_state(1)[0]) % 2**30
+            # and it goes on in its own folder
+            self.dir = os.path.dirname(args.resume) or "."
+            self.name = os.path.basename(os.path.abspath(self.dir))
         if args.eval_checkpoint is not None:  # a recorded evaluation films into videos/{name}/eval
             self.name = f"{self.name}/eval"
         if args.capture_video:

@@ -1705,6 +1705,12 @@ def kept_files(folder):
     }
 
 
+def run_sweep(name, kept, **variables):
+    """benchmark/<name> run with these variables and KEPT=kept, as a user runs it (no fake trainer)."""
+    env = test_env(KEPT=str(kept), **variables)
+    return subprocess.run(["bash", str(REPO / "benchmark" / name)], env=env, capture_output=True, text=True)
+
+
 def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_runs(tmp_path):
     """benchmark/breakout.sh with the fake trainer: envpool seed 1, then ppo_atari.py seed 1, then envpool's other
     seeds, each with the script's defaults over 10M steps and a checkpoint; KEEP=1 copies each run's files and state
@@ -1723,22 +1729,14 @@ def test_breakout_sh_runs_each_script_with_its_defaults_in_order_and_keeps_the_r
     (run_dir, *_) = sorted((out / "runs").iterdir())
     write_checkpoint(run_dir / "ppo_atari_envpool.pt")
 
-    def breakout(**variables):
-        return subprocess.run(
-            ["bash", str(REPO / "benchmark" / "breakout.sh")],
-            env=test_env(KEPT=str(kept), **variables),
-            capture_output=True,
-            text=True,
-        )
-
-    assert_ok(breakout(OUT=str(out), KEEP="1"))
+    assert_ok(run_sweep("breakout.sh", kept, OUT=str(out), KEEP="1"))
     assert kept_files(kept) == kept_files(out)
     # a done run's
     assert checkpoint_parts(kept / "runs" / run_dir.name / "ppo_atari_envpool.pt") == ["model"]
     # a new machine, no run to start: the copy
-    assert_ok(breakout(OUT=str(tmp_path / "fresh"), RUNS="atari", SEEDS="9"))
+    assert_ok(run_sweep("breakout.sh", kept, OUT=str(tmp_path / "fresh"), RUNS="atari", SEEDS="9"))
     assert kept_files(tmp_path / "fresh") == kept_files(kept)
-    proc = breakout(RUNS="lstm", OUT=str(out))
+    proc = run_sweep("breakout.sh", kept, RUNS="lstm", OUT=str(out))
     assert proc.returncode == 2 and "unknown run 'lstm'" in proc.stderr
 
 
@@ -1768,21 +1766,13 @@ def test_microrts_sh_runs_masked_then_unmasked_with_the_blogs_settings_and_keeps
     for state, script in ((interrupted, "ppo_multidiscrete"), (done, "ppo_multidiscrete_mask")):
         write_checkpoint(out / "runs" / state["run_names"][0] / f"{script}.pt")
 
-    def microrts(**variables):
-        return subprocess.run(
-            ["bash", str(REPO / "benchmark" / "microrts.sh")],
-            capture_output=True,
-            text=True,
-            env=test_env(KEPT=str(kept), **variables),
-        )
-
-    assert_ok(microrts(OUT=str(out), KEEP="1"))
+    assert_ok(run_sweep("microrts.sh", kept, OUT=str(out), KEEP="1"))
     assert kept_files(kept) == kept_files(out) and len(kept_files(kept)) == 8 * 4 + 2
     kept_runs = kept / "runs"
     assert checkpoint_parts(kept_runs / interrupted["run_names"][0] / "ppo_multidiscrete.pt") == ["model", "optimizer"]
     assert checkpoint_parts(kept_runs / done["run_names"][0] / "ppo_multidiscrete_mask.pt") == ["model"]
     # done runs: nothing to run
-    assert_ok(microrts(OUT=str(tmp_path / "fresh"), ENVS="MicrortsMining-v1", SEEDS="2"))
+    assert_ok(run_sweep("microrts.sh", kept, OUT=str(tmp_path / "fresh"), ENVS="MicrortsMining-v1", SEEDS="2"))
     assert kept_files(tmp_path / "fresh") == kept_files(kept)
 
 
@@ -2114,15 +2104,7 @@ def test_long_runs_sh_runs_each_game_to_its_step_then_the_lstm_and_keeps_the_run
     assert logs.count("ppo_procgen.py --save-model --checkpoint-every 5 --env-id") == 2
     assert "ppo_atari_lstm.py --total-timesteps 10000000 --save-model --checkpoint-every 100 --env-id" in logs
 
-    def long_runs(**variables):
-        return subprocess.run(
-            ["bash", str(REPO / "benchmark" / "long_runs.sh")],
-            capture_output=True,
-            text=True,
-            env=test_env(KEPT=str(kept), **variables),
-        )
-
-    assert_ok(long_runs(OUT=str(out), KEEP="1"))
+    assert_ok(run_sweep("long_runs.sh", kept, OUT=str(out), KEEP="1"))
     assert kept_files(kept) == kept_files(out)
-    proc = long_runs(OUT=str(out), RUNS="pong")
+    proc = run_sweep("long_runs.sh", kept, OUT=str(out), RUNS="pong")
     assert proc.returncode == 2 and "unknown run 'pong'" in proc.stderr

@@ -325,8 +325,8 @@ BUGS = {
         "(b_obs[mb_inds], b_actions[mb_inds]),  # the agent's inputs",
     ),
     "rewards without device=": (
-        "advantages, returns = compute_gae(to_torch(rewards), values,",
-        "advantages, returns = compute_gae(torch.as_tensor(rewards), values,",
+        "                    to_torch(rewards),\n",
+        "                    torch.as_tensor(rewards),\n",
         # in compute_gae (the message shows the file's lines, not the bug)
         "deltas = rewards + gamma * next_values",
     ),

@@ -50,8 +50,9 @@ def test_the_multigpu_plumbing_differs_only_by_what_torchrun_needs():
 def test_the_ctrl_c_guard_before_the_imports_is_the_same_in_every_script():
     """Before the slow imports, `python <script>` lets Ctrl-C end the process without a traceback."""
     guard = (
-        'import signal\n\nif __name__ == "__main__":  # before the imports below (seconds): until training starts, '
-        "Ctrl-C ends the process quietly\n    signal.signal(signal.SIGINT, signal.SIG_DFL)\nimport contextlib\n"
+        "import signal\n\n"
+        "# before the imports below (seconds): until training starts, Ctrl-C ends the process quietly\n"
+        'if __name__ == "__main__":\n    signal.signal(signal.SIGINT, signal.SIG_DFL)\nimport contextlib\n'
     )
     for script in SCRIPTS:
         head = parts(script)[0]
