@@ -13,7 +13,8 @@
 #   RUNS=lstm bash benchmark/long_runs.sh        # only the LSTM run
 #   KEEP=1 bash benchmark/long_runs.sh           # copy what $OUT holds into $KEPT, to commit (benchmark/keep.sh)
 #
-# Time: ppo_procgen.py trains at 87-184 steps/s on 2 cores (8-16 h to 5M), ppo_atari_lstm.py at ~300 (9 h to 10M).
+# Time: ppo_procgen.py trains at 87-184 steps/s on 2 cores (8-16 h to 5M: benchmark/results/procgen.md, and 77-113
+# here on 2026-12-04, AMD EPYC), ppo_atari_lstm.py at ~300 (9 h to 10M: its Pong run, benchmark/results/pong.md).
 # Restartable: a run stopped (Ctrl-C, SIGTERM) continues from its last checkpoint (every 5 iterations for procgen,
 # 81,920 steps; every 100 for the LSTM, 102,400 steps) when this is started again; a stop comes at the end of the
 # iteration under way (up to 3 min for procgen on a CPU: --grace gives it that). At the end of every session in which
