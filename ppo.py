@@ -1,7 +1,7 @@
 """PPO for Discrete actions and vector observations (classic control): the base script, no parent.
 
 Reproduces openai/baselines ppo2 with its 13 core details, each tagged where it is implemented ([C1] ... [C13]);
-[X1] and [X3] are opt-in flags. Every other script is this one plus what its family needs. See docs/ppo.md.
+[X1], [X3] and [X5] are opt-in flags. Every other script is this one plus what its family needs. See docs/ppo.md.
 
     python ppo.py --env-id CartPole-v1 --seed 1                # train; logs in runs/<run_name>/ (tensorboard)
     python ppo.py --eval-checkpoint runs/<run_name>/ppo.pt     # play a model saved by --save-model
@@ -62,7 +62,7 @@ class Args:
     capture_video: bool = False
     """record videos of env 0's episodes into videos/{run_name}/ (needs moviepy)"""
     save_model: bool = False
-    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training (and on Ctrl-C)"""
+    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training and on Ctrl-C or SIGTERM"""
     eval_checkpoint: Optional[str] = None
     """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
     eval_episodes: int = 10
@@ -375,11 +375,9 @@ def main(args: Args) -> None:
     # [C3] Adam epsilon 1e-5, added after the bias correction (ppo2's TF1 Adam adds it before: docs/details.md).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    # --resume: their state from the checkpoint; the logs
-    writer = run.start(envs, model=agent, optimizer=optimizer)
 
-    # the agent on a mini-batch, then the loss: one graph for --compile
     def minibatch_loss(inputs, *loss_args):
+        """The agent on a mini-batch, then the loss: one graph for --compile."""
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
         return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
 
@@ -395,15 +393,17 @@ def main(args: Args) -> None:
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
-    # a tensor on the run's device; on a CPU no copy if the dtype matches
     def to_torch(array, dtype=torch.float32):
+        """A tensor on the run's device; on a CPU no copy if the dtype matches."""
         return torch.as_tensor(array, dtype=dtype, device=device)
 
-    global_step = run.start_iteration * args.batch_size
-    next_obs, _ = envs.reset(seed=run.seed)
-    next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
+    # --resume: their state from the checkpoint; the logs
+    writer = run.start(envs, model=agent, optimizer=optimizer)
     # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
     with run:
+        global_step = run.start_iteration * args.batch_size
+        next_obs, _ = envs.reset(seed=run.seed)
+        next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
         for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)

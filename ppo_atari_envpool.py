@@ -59,7 +59,7 @@ class Args:
     capture_video: bool = False
     """record videos of env 0's episodes into videos/{run_name}/ (needs moviepy)"""
     save_model: bool = False
-    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training (and on Ctrl-C)"""
+    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training and on Ctrl-C or SIGTERM"""
     eval_checkpoint: Optional[str] = None
     """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
     eval_episodes: int = 10
@@ -188,13 +188,16 @@ class EnvpoolVecEnv:
     """
 
     def __init__(self, envs, capture_video, run_name):
-        self.envs, self.run_name = envs, run_name
+        self.envs = envs
+        self.run_name = run_name
         self.num_envs = envs.config["num_envs"]
         self.single_observation_space = envs.observation_space  # (4, 84, 84) uint8 [A5, A7]
         self.single_action_space = envs.action_space
         self.episode_returns = np.zeros(self.num_envs)  # raw score of each env's current game
         # env 0's current game and its frames
-        self.capture_video, self.frames, self.episode = capture_video, [], 0
+        self.capture_video = capture_video
+        self.frames = []
+        self.episode = 0
 
     def record(self, game_over):
         """--capture-video: env 0's games 0, 1, 8, 27, ..., 729, 1000, 2000, ... (gymnasium's schedule, as
@@ -212,8 +215,8 @@ class EnvpoolVecEnv:
                 save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=30)
             self.frames, self.episode = [], self.episode + 1
 
-    # envpool seeds its envs when made (env i gets seed + i); seed is ignored here
     def reset(self, seed=None):
+        """envpool seeds its envs when made (env i gets seed + i); seed is ignored here."""
         obs, info = self.envs.reset()
         self.record(False)
         # [A7] agent steps since each env's last done
@@ -506,11 +509,9 @@ def main(args: Args) -> None:
     # [C3] Adam epsilon 1e-5, added after the bias correction (ppo2's TF1 Adam adds it before: docs/details.md).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    # --resume: their state from the checkpoint; the logs
-    writer = run.start(envs, model=agent, optimizer=optimizer)
 
-    # the agent on a mini-batch, then the loss: one graph for --compile
     def minibatch_loss(inputs, *loss_args):
+        """The agent on a mini-batch, then the loss: one graph for --compile."""
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
         return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
 
@@ -530,15 +531,17 @@ def main(args: Args) -> None:
     logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    # a tensor on the run's device; on a CPU no copy if the dtype matches
     def to_torch(array, dtype=torch.float32):
+        """A tensor on the run's device; on a CPU no copy if the dtype matches."""
         return torch.as_tensor(array, dtype=dtype, device=device)
 
-    global_step = run.start_iteration * args.batch_size
-    next_obs, _ = envs.reset(seed=run.seed)
-    next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
+    # --resume: their state from the checkpoint; the logs
+    writer = run.start(envs, model=agent, optimizer=optimizer)
     # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
     with run:
+        global_step = run.start_iteration * args.batch_size
+        next_obs, _ = envs.reset(seed=run.seed)
+        next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
         for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)

@@ -61,7 +61,7 @@ class Args:
     capture_video: bool = False
     """record videos of rank 0's env 0's episodes into videos/{run_name}/ (needs moviepy)"""
     save_model: bool = False
-    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training (and on Ctrl-C)"""
+    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training and on Ctrl-C or SIGTERM"""
     eval_checkpoint: Optional[str] = None
     """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
     eval_episodes: int = 10
@@ -562,11 +562,9 @@ def main(args: Args) -> None:
     # [C3] Adam epsilon 1e-5, added after the bias correction (ppo2's TF1 Adam adds it before: docs/details.md).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    # --resume: their state from the checkpoint; the logs
-    writer = run.start(envs, model=agent, optimizer=optimizer)
 
-    # the agent on a mini-batch, then the loss: one graph for --compile
     def minibatch_loss(inputs, *loss_args):
+        """The agent on a mini-batch, then the loss: one graph for --compile."""
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
         return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
 
@@ -586,17 +584,20 @@ def main(args: Args) -> None:
     logprobs = torch.zeros((args.num_steps, args.local_num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.local_num_envs)).to(device)
 
-    # a tensor on the run's device; on a CPU no copy if the dtype matches
     def to_torch(array, dtype=torch.float32):
+        """A tensor on the run's device; on a CPU no copy if the dtype matches."""
         return torch.as_tensor(array, dtype=dtype, device=device)
 
-    global_step = run.start_iteration * args.batch_size
-    # [G2] rank r's streams start from seed + 10000 * r, as baselines' make_vec_env seeds the envs of MPI rank r: in a
-    # sweep over seeds below 10000, no rank r > 0 draws the stream of another (seed, rank). Env i of rank r: + i
-    next_obs, _ = envs.reset(seed=run.seed + 10000 * rank)
-    next_done = np.zeros(args.local_num_envs)  # [C1] next_obs and next_done carry across rollouts
+    # --resume: their state from the checkpoint; the logs
+    writer = run.start(envs, model=agent, optimizer=optimizer)
     # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
     with run:
+        global_step = run.start_iteration * args.batch_size
+        # [G2] rank r's streams start from seed + 10000 * r, as baselines' make_vec_env seeds the envs of MPI rank r:
+        # in a sweep over seeds below 10000, no rank r > 0 draws the stream of another (seed, rank); env i of rank r
+        # gets + i on top
+        next_obs, _ = envs.reset(seed=run.seed + 10000 * rank)
+        next_done = np.zeros(args.local_num_envs)  # [C1] next_obs and next_done carry across rollouts
         for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)

@@ -63,7 +63,7 @@ class Args:
     capture_video: bool = False
     """record videos of env 0's episodes into videos/{run_name}/ (needs moviepy; MuJoCo without a display: EGL)"""
     save_model: bool = False
-    """save the agent and its normalization statistics to runs/{run_name}/{exp_name}.pt at the end (and on Ctrl-C)"""
+    """save agent and normalization statistics to runs/{run_name}/{exp_name}.pt at the end and on Ctrl-C or SIGTERM"""
     eval_checkpoint: Optional[str] = None
     """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
     eval_episodes: int = 10
@@ -203,15 +203,19 @@ class NormalizeVecEnv(gym.vector.VectorWrapper):
     training=False freezes them (evaluation of a saved model).
     """
 
-    # [M8] gamma 0.99 for the return statistics, whatever PPO's --gamma: VecNormalize's own default, which baselines'
-    # MuJoCo path (VecNormalize(env, use_tf=True)) and train-procgen (VecNormalize(venv, ob=False)) both keep
     def __init__(self, envs, gamma=0.99, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8):
+        """[M8] gamma 0.99 for the return statistics, whatever PPO's --gamma: VecNormalize's own default, which
+        baselines' MuJoCo path (VecNormalize(env, use_tf=True)) and train-procgen (VecNormalize(venv, ob=False))
+        both keep."""
         super().__init__(envs)
         self.obs_rms = RunningMeanStd(envs.single_observation_space.shape)
         self.return_rms = RunningMeanStd(())
         # (num_envs,) discounted return of each env's current episode
         self.returns = np.zeros(envs.num_envs)
-        self.gamma, self.clip_obs, self.clip_reward, self.epsilon = gamma, clip_obs, clip_reward, epsilon
+        self.gamma = gamma
+        self.clip_obs = clip_obs
+        self.clip_reward = clip_reward
+        self.epsilon = epsilon
         self.training = True
 
     def normalize_obs(self, obs, update=True):
@@ -477,11 +481,9 @@ def main(args: Args) -> None:
     # [C3] Adam epsilon 1e-5, added after the bias correction (ppo2's TF1 Adam adds it before: docs/details.md).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    # [M6, M8] the normalization statistics are part of the model: saved with it, and resumed
-    writer = run.start(envs, model=agent, optimizer=optimizer, obs_rms=envs.obs_rms, return_rms=envs.return_rms)
 
-    # the agent on a mini-batch, then the loss: one graph for --compile
     def minibatch_loss(inputs, *loss_args):
+        """The agent on a mini-batch, then the loss: one graph for --compile."""
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
         return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
 
@@ -497,15 +499,17 @@ def main(args: Args) -> None:
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
-    # a tensor on the run's device; on a CPU no copy if the dtype matches
     def to_torch(array, dtype=torch.float32):
+        """A tensor on the run's device; on a CPU no copy if the dtype matches."""
         return torch.as_tensor(array, dtype=dtype, device=device)
 
-    global_step = run.start_iteration * args.batch_size
-    next_obs, _ = envs.reset(seed=run.seed)
-    next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
+    # [M6, M8] the normalization statistics are part of the model: saved with it, and resumed
+    writer = run.start(envs, model=agent, optimizer=optimizer, obs_rms=envs.obs_rms, return_rms=envs.return_rms)
     # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
     with run:
+        global_step = run.start_iteration * args.batch_size
+        next_obs, _ = envs.reset(seed=run.seed)
+        next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
         for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)

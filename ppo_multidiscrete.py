@@ -63,7 +63,7 @@ class Args:
     capture_video: bool = False
     """record videos of env 0's episodes into videos/{run_name}/ (needs moviepy)"""
     save_model: bool = False
-    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training (and on Ctrl-C)"""
+    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training and on Ctrl-C or SIGTERM"""
     eval_checkpoint: Optional[str] = None
     """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
     eval_episodes: int = 10
@@ -181,7 +181,8 @@ class EnvpoolVecEnv:
     """
 
     def __init__(self, envs, capture_video, run_name):
-        self.envs, self.run_name = envs, run_name
+        self.envs = envs
+        self.run_name = run_name
         self.num_envs = envs.config["num_envs"]
         space = envs.observation_space
         self.keys = [k for k in space.spaces if k != "action_mask"] if isinstance(space, gym.spaces.Dict) else None
@@ -200,7 +201,9 @@ class EnvpoolVecEnv:
         self.episode_returns = np.zeros(self.num_envs)
         self.episode_lengths = np.zeros(self.num_envs, dtype=np.int64)
         # env 0's current episode and its frames
-        self.capture_video, self.frames, self.episode = capture_video, [], 0
+        self.capture_video = capture_video
+        self.frames = []
+        self.episode = 0
 
     def flatten(self, obs):
         """The one place where observations become network inputs: every entry of a dict observation except the
@@ -232,8 +235,8 @@ class EnvpoolVecEnv:
                 save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=10)
             self.frames, self.episode = [], self.episode + 1
 
-    # envpool seeds its envs when made (env i gets seed + i); seed is ignored here
     def reset(self, seed=None):
+        """envpool seeds its envs when made (env i gets seed + i); seed is ignored here."""
         obs, _ = self.envs.reset()
         self.record(False)
         return self.flatten(obs), {"action_mask": self.mask(obs)}
@@ -337,8 +340,8 @@ class MicrortsVecEnv:
         # (num_envs, sum(nvec)), True where valid
         return np.stack([env.action_mask for env in self.envs]).astype(bool)
 
-    # seeded when made (env i gets seed + i); seed is ignored here, as in EnvpoolVecEnv
     def reset(self, seed=None):
+        """Seeded when made (env i gets seed + i); seed is ignored here, as in EnvpoolVecEnv."""
         return self.observe([env.reset() for env in self.envs]), {"action_mask": self.mask()}
 
     def step(self, actions):
@@ -365,8 +368,8 @@ class MicrortsVecEnv:
             self.episode_returns[dones], self.episode_lengths[dones] = 0, 0
         return self.observe(obs), reward, terminations, truncations, infos
 
-    # not env.close(): it shuts the JVM down, and JPype cannot start another in this process
     def close(self):
+        """Not env.close(): it shuts the JVM down, and JPype cannot start another in this process."""
         for env in self.envs:
             env.unwrapped.client.close()
 
@@ -604,11 +607,9 @@ def main(args: Args) -> None:
     # [C3] Adam epsilon 1e-5, added after the bias correction (ppo2's TF1 Adam adds it before: docs/details.md).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    # --resume: their state from the checkpoint; the logs
-    writer = run.start(envs, model=agent, optimizer=optimizer)
 
-    # the agent on a mini-batch, then the loss: one graph for --compile
     def minibatch_loss(inputs, *loss_args):
+        """The agent on a mini-batch, then the loss: one graph for --compile."""
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
         return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
 
@@ -627,16 +628,18 @@ def main(args: Args) -> None:
     # where each component's choices start in the flat mask: component j's action a_j is mask column offsets[j] + a_j
     offsets = np.cumsum([0] + agent.nvec[:-1])
 
-    # a tensor on the run's device; on a CPU no copy if the dtype matches
     def to_torch(array, dtype=torch.float32):
+        """A tensor on the run's device; on a CPU no copy if the dtype matches."""
         return torch.as_tensor(array, dtype=dtype, device=device)
 
-    global_step = run.start_iteration * args.batch_size
-    next_obs, infos = envs.reset(seed=run.seed)
-    next_mask = infos["action_mask"]  # (num_envs, sum(nvec)), True where valid
-    next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
+    # --resume: their state from the checkpoint; the logs
+    writer = run.start(envs, model=agent, optimizer=optimizer)
     # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
     with run:
+        global_step = run.start_iteration * args.batch_size
+        next_obs, infos = envs.reset(seed=run.seed)
+        next_mask = infos["action_mask"]  # (num_envs, sum(nvec)), True where valid
+        next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
         for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)

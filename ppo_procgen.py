@@ -59,7 +59,7 @@ class Args:
     capture_video: bool = False
     """record videos of env 0's episodes into videos/{run_name}/ (needs moviepy)"""
     save_model: bool = False
-    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training (and on Ctrl-C)"""
+    """save the agent to runs/{run_name}/{exp_name}.pt at the end of training and on Ctrl-C or SIGTERM"""
     eval_checkpoint: Optional[str] = None
     """path of a model saved by --save-model: play it for --eval-episodes episodes instead of training"""
     eval_episodes: int = 10
@@ -234,10 +234,12 @@ class EnvpoolVecEnv:
     episode ends as truncations), so the sums are reported and reset then, and never leak into the next episode.
     """
 
-    # [M8] gamma 0.99 for the return statistics, whatever PPO's --gamma: VecNormalize's own default, which baselines'
-    # MuJoCo path (VecNormalize(env, use_tf=True)) and train-procgen (VecNormalize(venv, ob=False)) both keep
     def __init__(self, envs, capture_video, run_name, gamma=0.99, clip_reward=10.0, epsilon=1e-8):
-        self.envs, self.run_name = envs, run_name
+        """[M8] gamma 0.99 for the return statistics, whatever PPO's --gamma: VecNormalize's own default, which
+        baselines' MuJoCo path (VecNormalize(env, use_tf=True)) and train-procgen (VecNormalize(venv, ob=False))
+        both keep."""
+        self.envs = envs
+        self.run_name = run_name
         self.num_envs = envs.config["num_envs"]
         self.single_observation_space = envs.observation_space  # (3, 64, 64) uint8
         self.single_action_space = envs.action_space  # Discrete(15)
@@ -245,9 +247,13 @@ class EnvpoolVecEnv:
         self.return_rms = RunningMeanStd(())
         # (num_envs,) discounted return of each env's current episode [M8]
         self.returns = np.zeros(self.num_envs)
-        self.gamma, self.clip_reward, self.epsilon = gamma, clip_reward, epsilon
+        self.gamma = gamma
+        self.clip_reward = clip_reward
+        self.epsilon = epsilon
         # env 0's current episode and its frames
-        self.capture_video, self.frames, self.episode = capture_video, [], 0
+        self.capture_video = capture_video
+        self.frames = []
+        self.episode = 0
 
     def record(self, done):
         """--capture-video: env 0's episodes 0, 1, 8, 27, ..., 729, 1000, 2000, ... (gymnasium's schedule, as
@@ -264,8 +270,8 @@ class EnvpoolVecEnv:
                 save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=15)
             self.frames, self.episode = [], self.episode + 1
 
-    # envpool seeds the levels when made, as ProcgenEnv(rand_seed=seed); ignored here
     def reset(self, seed=None):
+        """envpool seeds the levels when made, as ProcgenEnv(rand_seed=seed); seed is ignored here."""
         obs, _ = self.envs.reset()
         self.record(False)
         return obs, {}
@@ -555,11 +561,9 @@ def main(args: Args) -> None:
     # [C3] Adam epsilon 1e-5, added after the bias correction (ppo2's TF1 Adam adds it before: docs/details.md).
     # fused=True: one kernel for all parameters, the same math as the default loop, faster
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    # [M8] saved with the model
-    writer = run.start(envs, model=agent, optimizer=optimizer, return_rms=envs.return_rms)
 
-    # the agent on a mini-batch, then the loss: one graph for --compile
     def minibatch_loss(inputs, *loss_args):
+        """The agent on a mini-batch, then the loss: one graph for --compile."""
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(*inputs)
         return ppo_loss(newlogprob, entropy, newvalue, *loss_args)
 
@@ -579,15 +583,17 @@ def main(args: Args) -> None:
     logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    # a tensor on the run's device; on a CPU no copy if the dtype matches
     def to_torch(array, dtype=torch.float32):
+        """A tensor on the run's device; on a CPU no copy if the dtype matches."""
         return torch.as_tensor(array, dtype=dtype, device=device)
 
-    global_step = run.start_iteration * args.batch_size
-    next_obs, _ = envs.reset(seed=run.seed)
-    next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
+    # [M8] saved with the model
+    writer = run.start(envs, model=agent, optimizer=optimizer, return_rms=envs.return_rms)
     # however the loop ends, the logs close; Ctrl-C or SIGTERM ends it after the iteration under way
     with run:
+        global_step = run.start_iteration * args.batch_size
+        next_obs, _ = envs.reset(seed=run.seed)
+        next_done = np.zeros(args.num_envs)  # [C1] next_obs and next_done carry across rollouts
         for iteration in range(run.start_iteration + 1, args.num_iterations + 1):
             # --resume: the schedules go on from the iteration reached; with a larger --total-timesteps they are
             # recomputed for the new length (the learning rate goes up to where the longer run would be, then to 0)

@@ -6,15 +6,19 @@
 #                                   learning rate is constant, so the first 5M steps of a 25M run are the whole run
 #                                   stopped there; UNTIL=25000000 later takes each on to the end.
 #   lstm                            ppo_atari_lstm.py on BreakoutNoFrameskip-v4, the whole 10M
-# The published figures: train-procgen's own runs at the same steps (benchmark/results/procgen.md) and CleanRL's
-# ppo_atari_lstm.py on Breakout, 128.92 ± 31.10 at 10M (shared/reference-results.md).
+# The published figures: train-procgen's own runs at the same steps (benchmark/train_procgen.csv, extracted by
+# benchmark/train_procgen.py) and CleanRL's ppo_atari_lstm.py on Breakout, 128.92 ± 31.10 at 10M
+# (shared/reference-results.md). The procgen report, from the kept files (its --title and --note lines: the head of
+# benchmark/results/procgen.md):
+#   python benchmark/report.py --runs benchmark/results/long_runs/runs --sweep benchmark/results/long_runs/state_procgen \
+#       --last 100 --published-curves benchmark/train_procgen.csv --out benchmark/results/procgen
 #
 #   bash benchmark/long_runs.sh                  # every run not yet at its step, in that order
 #   RUNS=lstm bash benchmark/long_runs.sh        # only the LSTM run
 #   KEEP=1 bash benchmark/long_runs.sh           # copy what $OUT holds into $KEPT, to commit (benchmark/keep.sh)
 #
-# Time: ppo_procgen.py trains at 87-184 steps/s on 2 cores (8-16 h to 5M: benchmark/results/procgen.md, and 77-113
-# here on 2026-12-04, AMD EPYC), ppo_atari_lstm.py at ~300 (9 h to 10M: its Pong run, benchmark/results/pong.md).
+# Time: ppo_procgen.py trains at ~90-180 steps/s on 2 cores alone (8-16 h to 5M: benchmark/results/procgen.md and
+# procgen_scaled.md), ppo_atari_lstm.py at ~300 (9 h to 10M: its Pong run, benchmark/results/pong.md).
 # Restartable: a run stopped (Ctrl-C, SIGTERM) continues from its last checkpoint (every 5 iterations for procgen,
 # 81,920 steps; every 100 for the LSTM, 102,400 steps) when this is started again; a stop comes at the end of the
 # iteration under way (up to 3 min for procgen on a CPU: --grace gives it that). At the end of every session in which

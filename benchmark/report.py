@@ -31,6 +31,11 @@ episodic returns first reached each, its median charts/SPS, and a plot of every 
 against training time; a run stopped before its budget and its target is shown there too, marked unfinished, so that
 a long run's part done can be reported. With --window-steps N, per run the mean return of the episodes that ended in
 each window of N agent steps.
+With --published-curves CSV (benchmark/train_procgen.csv: train-procgen's runs), a first section: per game of the
+CSV and step of --at, each of our runs' mean of its last --last episodic returns logged at or before the step (--last
+100: baselines ppo2's eprewmean, the mean over its deque of the last 100 episodes) beside each published run's value
+there, a run not that far yet or a game not run yet saying so; per run of ours its steps so far, speed and machine;
+per game we ran, a plot of ours and theirs to the last --at step.
 
 Training time: the wall-clock while the run's processes ran, with the pauses between them left out. Each process of
 a run writes its own events file (a run stopped and continued with --resume has one per part, in one folder); a
@@ -513,13 +518,7 @@ def aggregate(table, baseline, reps):
 def plot_env(env_id, arms, path, last, ddof):
     """One PNG per env: for each arm (label, steps, runs), the mean over seeds of the smoothed return and a band of ± 1
     std, the seeds interpolated onto a common step grid (where all seeds have episodes)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = pyplot().subplots(figsize=(6, 4))
     drawn = 0
     for label, steps, runs in arms:
         curves = [learning_curve(run, last) for run in runs]
@@ -536,29 +535,45 @@ def plot_env(env_id, arms, path, last, ddof):
             std = ys.std(axis=0, ddof=ddof)
             ax.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
         drawn += 1
-    ax.set_title(env_id)
-    ax.set_xlabel("env steps")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))  # 500k, 1M
+    return_axes(ax, env_id, last, "env steps")
+    save_figure(fig, path, legend=bool(drawn))
+
+
+def pyplot():
+    """matplotlib.pyplot, drawing without a display (the Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def return_axes(ax, title, last, steps_label):
+    """The axes of a learning curve: steps (500k, 1M) against the mean of the last `last` episodic returns."""
+    import matplotlib.ticker
+
+    ax.set_title(title)
+    ax.set_xlabel(steps_label)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))
     ax.set_ylabel(f"episodic return (mean of last {last} episodes)")
     ax.grid(alpha=0.3)
-    # under the axes: an arm's label can be long (its differing settings), and must not cover the curves
-    if drawn:
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
+
+
+def save_figure(fig, path, legend):
+    """Writes the figure as a PNG, with the legend of its first axes under them (a label can be long, an arm's
+    differing settings, and must not cover the curves): the figure grows to hold it."""
+    if legend:
+        fig.axes[0].legend(fontsize="small", loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, bbox_inches="tight")  # the figure grows to hold the legend
-    plt.close(fig)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    pyplot().close(fig)
 
 
 def plot_runs(runs, labels, path, last, thresholds):
     """One PNG of every run's return (the mean of its last `last` episodes) against agent steps and against training
     time, side by side, the thresholds as dashed lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-
-    fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig, (by_steps, by_time) = pyplot().subplots(1, 2, figsize=(11, 4), sharey=True)
     hours = max((r["summary"]["wall"] for r in runs if not math.isnan(r["summary"]["wall"])), default=0) > 7200
     for run in runs:
         steps, curve = learning_curve(run, last)
@@ -570,16 +585,10 @@ def plot_runs(runs, labels, path, last, thresholds):
     for ax in (by_steps, by_time):
         for threshold in thresholds:
             ax.axhline(threshold, color="gray", linestyle="--", linewidth=0.8)
-        ax.grid(alpha=0.3)
-    by_steps.set_xlabel("agent steps")
-    by_steps.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))
-    by_steps.set_ylabel(f"episodic return (mean of last {last} episodes)")
+    return_axes(by_steps, None, last, "agent steps")
+    by_time.grid(alpha=0.3)
     by_time.set_xlabel(f"training time ({'h' if hours else 'min'}; pauses between resumes left out)")
-    if runs:
-        by_steps.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, legend=bool(runs))
 
 
 def fmt_hms(seconds):
@@ -660,6 +669,123 @@ def window_lines(runs, labels, window):
             f"| {run['seed']} | " + " | ".join(f"{g.mean():.2f} ({len(g)})" if len(g) else "—" for g in games) + " |"
         )
     return lines
+
+
+def read_published(path):
+    """A CSV of published learning curves (benchmark/train_procgen.csv, made by benchmark/train_procgen.py): its
+    '#' lines say where it came from, then columns game, step and one per run. Returns ({game: (steps, {run:
+    values})}, the text of the '#' lines)."""
+    with open(path, newline="") as f:
+        lines = f.read().splitlines()
+    source = " ".join(line.lstrip("#").strip() for line in lines if line.startswith("#"))
+    curves = {}
+    for row in csv.DictReader(line for line in lines if not line.startswith("#")):
+        steps, runs = curves.setdefault(row.pop("game"), ([], {}))
+        steps.append(int(row.pop("step")))
+        for name, value in row.items():
+            runs.setdefault(name, []).append(float(value))
+    return {
+        game: (np.array(steps), {name: np.array(values) for name, values in runs.items()})
+        for game, (steps, runs) in curves.items()
+    }, source
+
+
+def value_at(steps, values, step):
+    """The value at the last of the (sorted) steps at or before `step`; NaN where none is."""
+    i = np.searchsorted(steps, step, side="right") - 1
+    return float(values[i]) if i >= 0 else math.nan
+
+
+def published_runs(report, games):
+    """{game: our runs of it, by seed}: per env and seed the newest run, complete or not."""
+    newest = {}
+    for run in sorted(report.shown + report.unfinished, key=lambda r: r["started"]):
+        if run["env_id"] in games:
+            newest[run["env_id"], run["seed"]] = run
+    return {game: sorted((r for (e, _), r in newest.items() if e == game), key=lambda r: r["seed"]) for game in games}
+
+
+def published_lines(ours, curves, source, image_links, args, by_name):
+    """The section of --published-curves: per game and --at step, our runs' return beside each published run's; per
+    run of ours, its steps so far, its speed and its machine; the figures."""
+    ddof = 0 if args.std == "population" else 1
+    names = list(next(iter(curves.values()))[1])
+    lines = [
+        "",
+        "## Against the published curves",
+        "",
+        f"Ours: per run, the mean of its last {args.last} episodic returns logged at or before the step (all of its "
+        f"episodes where fewer had ended, — where none had), as baselines ppo2's eprewmean is the mean over its "
+        f"deque of the last 100 episodes; at a step the run has not reached: how far it is, and that mean there. "
+        f"Published: `{args.published_curves}` ({source}), each run's value at its last row at or before the "
+        f"step, and their mean ± std ({'population std, ddof=0' if ddof == 0 else 'sample std, ddof=1'}).",
+        "",
+        f"| env | steps | our seeds | ours | published: {' / '.join(names)} | published: mean ± std |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for game, (steps, published) in curves.items():
+        runs = ours[game]
+        curves_of_ours = [learning_curve(run, args.last) for run in runs]
+        for step in args.at:
+            cells = [
+                fmt_num(value_at(*curve, step))
+                if run["last_step"] >= step
+                else f"—, at {run['last_step']:,} so far ({fmt_num(value_at(*curve, step))} there)"
+                for run, curve in zip(runs, curves_of_ours)
+            ]
+            theirs = [value_at(steps, values, step) for values in published.values()]
+            lines.append(
+                f"| {game} | {fmt_steps(step)} | {','.join(str(r['seed']) for r in runs) or '—'} "
+                f"| {' / '.join(cells) or '—, not run yet'} | {' / '.join(map(fmt_num, theirs))} "
+                f"| {fmt_mean_std(*mean_std(theirs, ddof))} |"
+            )
+    lines += [
+        "",
+        "Our runs: steps/s over the whole run is its steps so far over its training time (the wall-clock while its "
+        "processes ran, pauses left out); charts/SPS is each process's own steps/s since it started. Machine: as "
+        "benchmark/run.py recorded it in the run's state file (of its last part).",
+        "",
+        "| run | steps so far | training time | steps/s, whole run | charts/SPS: median (range) | machine |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for run in (run for runs in ours.values() for run in runs):
+        sps = run["scalars"].get("charts/SPS", (np.array([]),) * 3)[1]
+        wall = run["summary"]["wall"]
+        speed = run["last_step"] / wall if wall > 0 else math.nan
+        state = by_name.get(run["name"], {})
+        machine = ", ".join(
+            f"{state[key]}{unit}"
+            for key, unit in (("cpu_model", ""), ("cores", " cores"), ("threads", " threads"))
+            if state.get(key)
+        )
+        lines.append(
+            f"| {run['name']} | {run['last_step']:,} | {fmt_hms(wall)} | {fmt_num(speed, 0)} "
+            f"| {f'{np.median(sps):.0f} ({sps.min():.0f}–{sps.max():.0f})' if len(sps) else '—'} "
+            f"| {machine or 'not recorded'} |"
+        )
+    if image_links:
+        lines += [""] + [f"![{env_id}]({link})" for env_id, link in image_links]
+    return lines
+
+
+def plot_published(env_id, runs, steps, published, name, path, last, at):
+    """One PNG per game: our runs' return (the mean of the last `last` episodes) and each published run's, to the
+    last of the `at` steps, which are marked."""
+    fig, ax = pyplot().subplots(figsize=(6, 4))
+    until = max(at)
+    for step in at:
+        ax.axvline(step, color="gray", linestyle=":", linewidth=0.8)
+    for (run_name, values), style in zip(published.items(), ["-", "--", ":", "-."] * len(published)):
+        keep = steps <= until
+        ax.plot(steps[keep], values[keep], color="C1", linestyle=style, linewidth=1, label=f"{name} {run_name}")
+    for i, run in enumerate(runs):
+        run_steps, curve = learning_curve(run, last)
+        keep = run_steps <= until
+        label = f"{run['script']} seed {run['seed']}{unfinished(run)}"
+        ax.plot(run_steps[keep], curve[keep], color=f"C{[0, 2, 3, 4][i % 4]}", linewidth=1.5, label=label)
+    ax.set_xlim(0, until)
+    return_axes(ax, env_id, last, "env steps")
+    save_figure(fig, path, legend=True)
 
 
 def machine_lines(runs, by_name):
@@ -752,7 +878,7 @@ def fmt_ci(x, lo, hi):
     return f"{x:+.2f} [{lo:+.2f}, {hi:+.2f}]"
 
 
-def render(report, ref_rows, args, image_links, runs_link=None):
+def render(report, ref_rows, args, image_links, runs_link=None, published=None):
     std_name = "population std, ddof=0" if args.std == "population" else "sample std, ddof=1"
     ddof = 0 if args.std == "population" else 1
     all_runs = report.shown
@@ -765,6 +891,9 @@ def render(report, ref_rows, args, image_links, runs_link=None):
         when = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
         left = f" ({len(report.left_out)} of them left out of the tables, see Runs)" if report.left_out else ""
         lines.append(f"Runs: {len(read)} from `{args.runs}`{left}, logged {when(first)} to {when(final)}.  ")
+    if published:  # --published-curves: that section first, then the arms
+        lines += published_lines(*published, args, report.by_name)
+        lines += ["", "## Arms", ""]
     lines += [
         f"Return: per run, the mean of its last {args.last} episodic returns (fewer where fewer exist: the cell says "
         f"how many); mean ± std over seeds ({std_name}). "
@@ -985,7 +1114,27 @@ def parse_args(argv=None):
         help="per run, the mean return of the episodes that ended in each window of this many agent "
         "steps (e.g. 1000000), to compare runs at the same steps",
     )
+    parser.add_argument(
+        "--published-curves",
+        default=None,
+        metavar="CSV",
+        help="published learning curves (columns game, step, one per run; '#' lines: where they came from; e.g. "
+        "benchmark/train_procgen.csv): a first section with each game's return at the --at steps, ours beside each "
+        "published run's, our runs' speed and machine, and per game we ran a plot of both (OUT/<game>_published.png)",
+    )
+    parser.add_argument(
+        "--at",
+        nargs="+",
+        type=int,
+        default=[1_000_000, 2_000_000, 5_000_000],
+        metavar="STEPS",
+        help="the steps of --published-curves' table; its plots end at the last",
+    )
     args = parser.parse_args(argv)
+    if min(args.at) < 1:
+        parser.error(f"--at must be positive step counts, got {' '.join(map(str, args.at))}")
+    if args.published_curves is not None and not Path(args.published_curves).is_file():
+        parser.error(f"--published-curves {args.published_curves}: no such file")
     if args.window_steps is not None and args.window_steps < 1:
         parser.error(f"--window-steps must be positive, got {args.window_steps}")
     if args.thresholds and not all(map(math.isfinite, args.thresholds)):
@@ -1068,16 +1217,28 @@ def main(argv=None):
             png = out / f"{safe(env_id)}.png"
             plot_env(env_id, arms, png, args.last, ddof)
             image_links.append((env_id, f"{out.name}/{png.name}"))
+    published = None
+    if args.published_curves:
+        curves, source = read_published(args.published_curves)
+        ours = published_runs(report, curves)
+        links = []
+        for game, runs in ours.items():
+            if args.out and runs:
+                png = out / f"{safe(game)}_published.png"
+                plot_published(game, runs, *curves[game], Path(args.published_curves).name, png, args.last, args.at)
+                links.append((game, f"{out.name}/{png.name}"))
+        published = (ours, curves, source, links)
     runs_link = None
     if args.out and args.thresholds:
         plot_runs(report.shown + report.unfinished, report.labels, out / "runs.png", args.last, args.thresholds)
         runs_link = f"{out.name}/runs.png"
-    text = render(report, ref_rows, args, image_links, runs_link)
+    text = render(report, ref_rows, args, image_links, runs_link, published)
     if args.out:
         md = out.parent / f"{out.name}.md"
         md.parent.mkdir(parents=True, exist_ok=True)
         md.write_text(text)
-        print(f"wrote {md} and {len(image_links) + bool(runs_link)} plot(s) in {out}/")
+        plots = len(image_links) + bool(runs_link) + (len(published[3]) if published else 0)
+        print(f"wrote {md} and {plots} plot(s) in {out}/")
     print(text, end="")
     return 0
 

@@ -1551,6 +1551,104 @@ def test_learning_curve_and_reference_matching():
     assert [report.fmt_steps(n) for n in (500000, 10**7, 1234)] == ["500k", "10M", "1234"]
 
 
+def test_report_published_curves_give_our_last_100_mean_at_each_step_beside_each_published_run(tmp_path):
+    """--published-curves: a starpilot run of 250 episodes (several ending at one step) logged to step 30,000 of
+    100,000, and a CSV of two published runs of starpilot and bigfish. At each --at step, ours must be the mean of
+    the last 100 returns logged at or before it as numpy takes it from the episode list (fewer before 100 have ended,
+    none before the first), a step past 30,000 says how far the run is; theirs the value of the last row at or before
+    it; bigfish, not run, says so and gets no plot. The section comes before the table of arms."""
+    rng = np.random.default_rng(1)
+    steps = np.sort(rng.integers(1, 300, 250)) * 100
+    returns = rng.integers(0, 30, 250).astype(float)
+    assert len(np.unique(steps)) < 250  # ties at one step
+    runs = tmp_path / "runs"
+    folder = runs / "starpilot__ppo_procgen__1__1000"
+    folder.mkdir(parents=True)
+    settings = dict(script="ppo_procgen.py", exp_name="ppo_procgen", env_id="starpilot", seed=1, total_timesteps=10**5)
+    (folder / "args.json").write_text(json.dumps(settings))
+    points = [("episodic_return", int(s), r, 1000.0 + i) for i, (s, r) in enumerate(zip(steps, returns))]
+    log_part(folder, points + [("SPS", 30_000, 50.0, 1300.0)])
+    published = {"run0": rng.uniform(0, 40, 8), "run1": rng.uniform(0, 40, 8)}
+    grid = np.arange(1, 9) * 5_000
+    rows = [
+        f"{game},{s},{published['run0'][i]},{published['run1'][i]}"
+        for game in ("starpilot", "bigfish")
+        for i, s in enumerate(grid)
+    ]
+    csv_path = tmp_path / "published.csv"
+    csv_path.write_text("# made up\ngame,step,run0,run1\n" + "\n".join(rows) + "\n")
+    at = [50, int(steps[39]), int(steps[180]), 30_000, 30_001]
+    proc = run_report(
+        tmp_path, "--runs", runs, "--last", 100, "--published-curves", csv_path, "--at", *at, "--out", tmp_path / "pg"
+    )
+    assert_ok(proc)
+    text = (tmp_path / "pg.md").read_text()
+    assert text.index("## Against the published curves") < text.index("## Arms") < text.index("| env | arm |")
+
+    def ours(step):
+        done = returns[steps <= step][-100:]
+        return f"{done.mean():.2f}" if len(done) else "—"
+
+    def theirs(step):
+        values = [v[grid <= step][-1] if (grid <= step).any() else np.nan for v in published.values()]
+        cells = " / ".join("—" if np.isnan(v) else f"{v:.2f}" for v in values)
+        return cells, "—" if np.isnan(values[0]) else f"{np.mean(values):.2f} ± {np.std(values):.2f}"
+
+    assert 100 > (steps <= at[1]).sum() >= 40 and (steps <= at[2]).sum() > 100
+    assert ours(at[0]) == "—" and theirs(at[0])[0] == "— / —"
+    for step, name in zip(at, ["50", at[1], at[2], "30k", "30001"]):
+        cell = ours(step) if step <= 30_000 else f"—, at 30,000 so far ({ours(step)} there)"
+        assert table_row(text, "starpilot", str(name))[2:] == ["1", cell, *theirs(step)]
+        assert table_row(text, "bigfish", str(name))[2:] == ["—", "—, not run yet", *theirs(step)]
+    assert table_row(text, "starpilot__ppo_procgen__1__1000")[1:4] == ["30,000", "0:05:00", "100"]
+    assert sorted(p.name for p in (tmp_path / "pg").iterdir()) == ["starpilot_published.png"]
+    assert "![starpilot](pg/starpilot_published.png)" in text
+
+
+def test_train_procgen_py_keeps_the_rows_its_docstring_names(tmp_path):
+    """benchmark/train_procgen.py on a made-up checkout (3 runs of 3 games, 1,600 updates of 16,384 steps, to 26.2M):
+    to 25M, every 4th update to 5M, every 16th after, and the last update at or before each whole million, each run's
+    eprewmean of that update; nothing after 25M."""
+    updates = np.arange(1, 1601)
+    for r in range(3):
+        for g, game in enumerate(["starpilot", "bigfish", "bossfight"]):
+            path = tmp_path / f"train_procgen/results/easy-all-run{r}/progress-{game}.csv"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lines = [f"{u * 0.01 + r + 10 * g},{u}.0,{u * 16384}.0" for u in updates]
+            path.write_text("eprewmean,misc/nupdates,misc/total_timesteps\n" + "\n".join(lines) + "\n")
+    proc = run_tool("train_procgen.py", tmp_path)
+    assert_ok(proc)
+    steps = updates * 16384
+    kept = set(updates[(updates % 4 == 0) & (steps <= 5_000_000)])
+    kept |= set(updates[(updates % 16 == 0) & (steps > 5_000_000) & (steps <= 25_000_000)])
+    kept |= {m // 16384 for m in range(1_000_000, 25_000_001, 1_000_000)}
+    rows = [line.split(",") for line in proc.stdout.splitlines() if not line.startswith("#")]
+    assert rows[0] == ["game", "step", "run0", "run1", "run2"]
+    for g, game in enumerate(["starpilot", "bigfish", "bossfight"]):
+        expected = [[game, str(u * 16384), *(f"{u * 0.01 + r + 10 * g:.6g}" for r in range(3))] for u in sorted(kept)]
+        assert [row for row in rows if row[0] == game] == expected
+
+
+def test_the_committed_train_procgen_csv_has_each_game_and_run_at_every_whole_million():
+    """benchmark/train_procgen.csv, as report.py reads it: starpilot, bigfish and bossfight, 3 runs each, steps on
+    train-procgen's grid of 16,384 (one update), to 25M, and at each whole million the row of the last update at or
+    before it, so that the value at 1M, 2M and 5M is that update's; small."""
+    sys.path.insert(0, str(REPO / "benchmark"))
+    report = load_script("benchmark/report.py")
+    path = REPO / "benchmark" / "train_procgen.csv"
+    assert path.stat().st_size < 40_000
+    curves, source = report.read_published(path)
+    assert "openai/train-procgen 1a2ae2194a61f76a733a39339530401c024c3ad8" in source and "easy-all-run" in source
+    assert list(curves) == ["starpilot", "bigfish", "bossfight"]
+    for game, (steps, runs) in curves.items():
+        assert list(runs) == ["run0", "run1", "run2"]
+        assert (np.diff(steps) > 0).all() and (steps % 16384 == 0).all() and 24_900_000 < steps[-1] <= 25_000_000
+        for million in range(1_000_000, 25_000_001, 1_000_000):
+            assert million // 16384 * 16384 in steps, (game, million)
+        for values in runs.values():
+            assert len(values) == len(steps) and np.isfinite(values).all() and 0 <= values.min()
+
+
 def test_a_command_that_cannot_start_is_a_failed_run(tmp_path):
     proc = run_runner(tmp_path, "--command", "no-such-program-xyz", "--env-ids", "A", "--seeds", 1, "--out", "out")
     assert proc.returncode == 1
@@ -1563,7 +1661,7 @@ def test_a_command_that_cannot_start_is_a_failed_run(tmp_path):
 # Stands in for a training script under a sweep: parses the command line with the script's own Args (so a flag the
 # script lacks, or a value it refuses, fails the sweep), records what it got, and writes a run as the script would.
 FAKE_TRAINER = r"""
-import dataclasses, json, sys, time
+import dataclasses, json, os, signal, sys, time
 from pathlib import Path
 import tyro
 sys.path.insert(0, sys.argv[1])  # tests/
@@ -1575,13 +1673,21 @@ assert args.problem() is None, args.problem()
 with open("calls.jsonl", "a") as f:
     f.write(json.dumps({"script": script.name, "env_id": args.env_id, "seed": args.seed,
                         "total_timesteps": args.total_timesteps}) + "\n")
-write_run(Path("runs"), args.env_id, args.exp_name, args.seed, int(time.time()), args.total_timesteps,
+stamp = int(time.time())
+write_run(Path("runs"), args.env_id, args.exp_name, args.seed, stamp, args.total_timesteps,
           [1.0, 2.0, 3.0], (10.0, 20.0), 5.0, args={"script": script.name, **dataclasses.asdict(args)})
+if os.environ.get("FAKE_PROCGEN_STEP") and script.name == "ppo_procgen.py":
+    # a long run: a checkpoint at that step, then training on until a SIGTERM ends it (exit 143, as the scripts)
+    import torch
+    folder = Path("runs") / f"{args.env_id}__{args.exp_name}__{args.seed}__{stamp}"
+    torch.save({"global_step": int(os.environ["FAKE_PROCGEN_STEP"])}, folder / f"{args.exp_name}.pt")
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
+    time.sleep(300)
 """
 
-# sweep -> (its variables for one small run per script, the scripts it runs, the env id they get, the
+# sweep -> (its variables for one small run per script, the scripts it runs, the env id they get, the env id of the
+# random-play table or None)
 SWEEPS = {
-    # env id of the random-play table or None)
     "atari.sh": (
         {"ENVS": "BreakoutNoFrameskip-v4", "RANDOM_GAMES": "1"},
         ["ppo_atari.py", "ppo_atari_lstm.py"],
@@ -2108,3 +2214,14 @@ def test_long_runs_sh_runs_each_game_to_its_step_then_the_lstm_and_keeps_the_run
     assert kept_files(kept) == kept_files(out)
     proc = run_sweep("long_runs.sh", kept, OUT=str(out), RUNS="pong")
     assert proc.returncode == 2 and "unknown run 'pong'" in proc.stderr
+
+
+def test_long_runs_sh_stops_a_game_once_its_checkpoint_reaches_until(tmp_path):
+    """A procgen run goes on towards its 25M until its checkpoint has reached UNTIL: the watcher then stops it
+    (SIGTERM, through benchmark/run.py), and the next game starts."""
+    out = tmp_path / "out"
+    variables = dict(KEPT=str(tmp_path / "kept"), RUNS="starpilot bigfish", UNTIL="16384", POLL="1")
+    got = run_sweep_with_fake_trainer("long_runs.sh", tmp_path, out, FAKE_PROCGEN_STEP="16384", **variables)
+    assert [c["env_id"] for c in got] == ["starpilot", "bigfish"]
+    states = [json.loads(path.read_text()) for path in sorted(out.glob("state_procgen/*.json"))]
+    assert [state["status"] for state in states] == ["interrupted", "interrupted"], states

@@ -5,6 +5,7 @@ short."""
 
 import ast
 import re
+import subprocess
 
 import pytest
 
@@ -14,6 +15,7 @@ PAGES = ["ppo", "atari", "multigpu", "envpool", "continuous", "multidiscrete", "
 DOCS = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
 MAX_DOCSTRING_LINES = 10  # issue 15: "at most ~8 lines"; the opening and closing quotes count
 MAX_README_LINES = 200  # issue 15: "at most ~200 lines"
+MAX_README_WORDS = 1200  # issue 86: "under 1,200 words", counted as `wc -w` counts them
 
 FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.S | re.M)
 CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
@@ -80,11 +82,54 @@ def scripts_table():
     return [m.group(1) for row in rows[2:] if (m := re.match(r"\|\s*`([^`]+\.py)`", row))]
 
 
+def diff_lines(parent, variant):
+    """What a variant costs: the lines `diff parent variant` removes and adds, as the README counts them."""
+    diff = subprocess.run(["diff", parent, variant], cwd=REPO, capture_output=True, text=True)
+    assert diff.returncode in (0, 1), diff.stderr
+    return sum(line.startswith(("<", ">")) for line in diff.stdout.splitlines())
+
+
+def test_the_scripts_table_gives_each_variants_diff_lines():
+    readme = (REPO / "README.md").read_text()
+    rows = re.findall(r"^\| `(ppo\w*\.py)` \| [^|]* \| `(ppo\w*\.py)` \| (\d+) \|", readme, re.M)
+    assert len(rows) == len(scripts_table()) - 1, "every script but ppo.py names its parent and its diff lines"
+    wrong = {variant: (int(count), diff_lines(parent, variant)) for variant, parent, count in rows}
+    wrong = {variant: counts for variant, counts in wrong.items() if counts[0] != counts[1]}
+    assert not wrong, f"README.md's diff lines (given, counted): {wrong}"
+    assert diff_lines("ppo.py", "ppo_atari.py") > 0
+
+
 def test_the_docs_pages_exist_and_the_readme_is_a_front_page():
     for page in PAGES:
         assert (REPO / "docs" / f"{page}.md").is_file(), f"docs/{page}.md is missing"
     lines = len((REPO / "README.md").read_text().splitlines())
     assert lines <= MAX_README_LINES, f"README.md has {lines} lines: move details to docs/"
+    words = len((REPO / "README.md").read_text().split())
+    assert words < MAX_README_WORDS, f"README.md has {words} words: move details to docs/"
+
+
+def results_table(text, header):
+    """The Markdown table that starts with header, and the text without it."""
+    table = re.search(rf"^{re.escape(header)}.*?\n(?=[^|])", text, re.S | re.M)
+    assert table, f"no table starting with {header!r}"
+    return table.group(0), text.replace(table.group(0), "")
+
+
+def restated(text, header):
+    """The results of that table (numbers with two decimals, such as 489.52) that the rest of the text states again."""
+    table, rest = results_table(text, header)
+    numbers = set(re.findall(r"\d+\.\d\d\b", table))
+    return sorted(n for n in numbers if re.search(rf"(?<![\d.]){re.escape(n)}(?!\d)", rest))
+
+
+def test_the_readme_states_each_result_in_its_table_only():
+    """The prose may point at a row of the results table, never restate its numbers (or give others for them)."""
+    readme = (REPO / "README.md").read_text()
+    table, _ = results_table(readme, "| script | env | steps |")
+    assert len(re.findall(r"\d+\.\d\d\b", table)) > 20
+    assert not restated(readme, "| script | env | steps |"), "README.md states these results outside its table"
+    sample = "| script | env | steps |\n| --- |\n| a | 11.25 ± 0.50 |\n\nAbove: 11.25, not 1.25 or 111.25.\n"
+    assert restated(sample, "| script | env | steps |") == ["11.25"]
 
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(REPO)))
@@ -148,3 +193,53 @@ def test_module_docstring_is_short(script):
     lines = node.end_lineno - node.lineno + 1
     assert lines <= MAX_DOCSTRING_LINES, f"{script}: the module docstring has {lines} lines"
     assert "Parent:" in docstring or script == "ppo.py", f"{script}: the docstring does not name its parent"
+
+
+# Issue 86: a user page says what a script does, how to run it and what it reaches; when a run was made, on which CPU
+# and in how many parts is for its report under benchmark/results/ (docs/benchmarks.md and docs/speed.md, the pages
+# of measurements, may say it too).
+USER_PAGES = [page for page in DOCS if page.name not in ("benchmarks.md", "speed.md")]
+RUN_LOG = re.compile(
+    r"\bUTC\b"  # a time of day
+    r"|\b(?:EPYC|Xeon|Ryzen|Threadripper|Zen ?\d|AVX(?:-?512|2)?)\b|\blscpu\b"  # a CPU model, or the tool naming it
+    # the parts of a run
+    r"|\bin (?:\d+|two|three|four|five|six|seven|eight|nine|ten|several|many) parts\b|\bparts? \d+ of\b"
+    r"|\bpaused at steps?\b|\bunfinished starts?\b"
+)
+
+
+def run_log_sentences(text):
+    """The sentences of a Markdown text (its code too, its lines joined; a table row or a heading counts as one) that
+    name a UTC time, a CPU model or the parts of a run."""
+    pieces = re.split(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*[|#])|(?<=\|)\n", text)
+    sentences = [" ".join(piece.split()) for piece in pieces]
+    return [sentence for sentence in sentences if RUN_LOG.search(sentence)]
+
+
+def test_no_user_page_says_when_where_or_in_how_many_parts_a_run_was_made():
+    flagged = [
+        "Seed 1 solved it (2026-11-25 10:47-10:52 UTC).",
+        "Measured on the project's machine (`lscpu`: AMD\nEPYC, 2 cores).",
+        "on an Intel Xeon (AVX-512)",
+        "It solved Pong in 3 h 52 min of training, in seven\nparts.",
+        "It was paused at step 1,388,544 and continued.",
+        "The report also holds two earlier, unfinished starts of the same command.",
+        "| seed 1 | 3,764,272 | 2 cores, Zen 4 |",
+        "```bash\nSEEDS=1 bash benchmark/microrts.sh   # 6 runs, 12:35-14:50 UTC\n```",
+    ]
+    legitimate = (
+        "**Two parts.** A script reads top down as PPO. A2: the max of the last 2 frames, in 4-frame steps. "
+        "`PARTS=wide bash benchmark/mujoco_v5.sh` runs the `-k adapter` part of the tests on the units that can act "
+        "now. On one H100 GPU with 16 CPU cores it ran 3,973 steps/s (2026-11-27), in parts of a second each.\n\n"
+        "| script | steps, seed | training time |\n| --- | --- | --- |\n| `ppo_atari.py` | 10M, seed 1 | 8.7 h |\n"
+    )
+    assert [len(run_log_sentences(sample)) for sample in flagged] == [1] * len(flagged)
+    assert run_log_sentences(legitimate) == []
+    assert {page.name for page in USER_PAGES} >= {"README.md", "ppo.md", "atari.md", "details.md"}
+
+    found = [
+        f"{page.relative_to(REPO)}: {sentence[:160]}"
+        for page in USER_PAGES
+        for sentence in run_log_sentences(page.read_text())
+    ]
+    assert found == [], "move these to the report under benchmark/results/ that the page links:\n" + "\n".join(found)

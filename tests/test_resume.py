@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -501,7 +502,8 @@ sys.stdout = Stdout()
 
 def test_main_leaves_the_signal_handlers_as_it_found_them(tmp_path):
     """A program that calls main() keeps its own handlers: after a finished run, a stopped one, one that failed, one
-    whose training raised, and an evaluation, SIGINT and SIGTERM have the handlers they had before."""
+    whose training raised, one whose envs' first reset raised (after Run.start), and an evaluation, SIGINT and SIGTERM
+    have the handlers they had before."""
 
     def mine(signum, frame):
         raise AssertionError("not for this test")
@@ -521,6 +523,10 @@ def test_main_leaves_the_signal_handlers_as_it_found_them(tmp_path):
         def step(self, *args, **kwargs):
             raise RuntimeError("a fault in training")
 
+    class FailingReset(gym.Wrapper):
+        def reset(self, **kwargs):
+            raise RuntimeError("a fault in the first reset")
+
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         for s in before:
@@ -528,11 +534,15 @@ def test_main_leaves_the_signal_handlers_as_it_found_them(tmp_path):
         stopped, failing = load_script("ppo.py"), load_script("ppo.py")
         stop_at(stopped, 2, num_steps=32)
         failing.optim = SimpleNamespace(Adam=Failing)
+        failing_reset = load_script("ppo.py")
+        make_env = failing_reset.make_env
+        failing_reset.make_env = lambda *args: lambda: FailingReset(make_env(*args)())
         outcomes = [
             call_main(load_script("ppo.py"), *TINY, "--save-model"),
             call_main(stopped, *TINY),
             call_main(load_script("ppo.py"), *TINY, "--env-id", "NoSuchEnv-v0"),
             call_main(failing, *TINY),
+            call_main(failing_reset, *TINY),
         ]
         (run_dir, *_) = run_dirs(tmp_path)
         outcomes.append(call_main(load_script("ppo.py"), "--eval-checkpoint", run_dir / "ppo.pt", "--eval-episodes", 1))
@@ -545,6 +555,7 @@ def test_main_leaves_the_signal_handlers_as_it_found_them(tmp_path):
         143,
         2,
         "a fault in training",
+        "a fault in the first reset",
         None,
     ]
     assert handlers == {signal.SIGINT: mine, signal.SIGTERM: mine}
