@@ -17,7 +17,7 @@
 #   RUNS=lstm bash benchmark/long_runs.sh        # only the LSTM run
 #   KEEP=1 bash benchmark/long_runs.sh           # copy what $OUT holds into $KEPT, to commit (benchmark/keep.sh)
 #
-# Time: ppo_procgen.py trains at ~90-180 steps/s on 2 cores alone (8-16 h to 5M: benchmark/results/procgen.md and
+# Time: ppo_procgen.py trains at ~80-180 steps/s on 2 cores alone (8-16 h to 5M: benchmark/results/procgen.md and
 # procgen_scaled.md), ppo_atari_lstm.py at ~300 (9 h to 10M: its Pong run, benchmark/results/pong.md).
 # Restartable: a run stopped (Ctrl-C, SIGTERM) continues from its last checkpoint (every 5 iterations for procgen,
 # 81,920 steps; every 100 for the LSTM, 102,400 steps) when this is started again; a stop comes at the end of the
