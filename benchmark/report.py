@@ -891,10 +891,11 @@ def render(report, ref_rows, args, image_links, runs_link=None, published=None):
         when = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
         left = f" ({len(report.left_out)} of them left out of the tables, see Runs)" if report.left_out else ""
         lines.append(f"Runs: {len(read)} from `{args.runs}`{left}, logged {when(first)} to {when(final)}.  ")
-    if published:  # --published-curves: that section first, then the arms
+    if published:  # --published-curves: that section first, then the arms (none before a run has finished)
         lines += published_lines(*published, args, report.by_name)
-        lines += ["", "## Arms", ""]
-    lines += [
+        lines += ["", "## Arms", ""] if report.groups else []
+    # the table of arms, after a line on what its columns hold
+    arms = [
         f"Return: per run, the mean of its last {args.last} episodic returns (fewer where fewer exist: the cell says "
         f"how many); mean ± std over seeds ({std_name}). "
         "SPS: charts/SPS at the end of a run (env steps per second over the whole run; of a run stopped and resumed, "
@@ -928,12 +929,14 @@ def render(report, ref_rows, args, image_links, runs_link=None, published=None):
         # --target-return
         stopped = [f"seed {r['seed']} at {r['last_step']:,}" for r in runs if r["target_reached"]]
         cell = fmt_steps(steps) + (f", stopped at the target: {'; '.join(stopped)}" if stopped else "")
-        lines.append(
+        arms.append(
             f"| {env_id} | {label} | {cell} | {count} ({','.join(map(str, seeds))}) "
             f"| {fmt_mean_std(*ret)}{fewer} | {fmt_num(sps, 0)} | {fmt_wall(wall)} | " + " | ".join(refs) + " |"
         )
     if not report.groups:
-        lines.append("| (no complete run) | | | | | | | | | |")
+        arms.append("| (no complete run) | | | | | | | | | |")
+    if report.groups or not published:
+        lines += arms
 
     envs = {}
     for (env_id, _), label, is_ref, runs in report.groups:

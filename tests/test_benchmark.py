@@ -1556,7 +1556,7 @@ def test_report_published_curves_give_our_last_100_mean_at_each_step_beside_each
     100,000, and a CSV of two published runs of starpilot and bigfish. At each --at step, ours must be the mean of
     the last 100 returns logged at or before it as numpy takes it from the episode list (fewer before 100 have ended,
     none before the first), a step past 30,000 says how far the run is; theirs the value of the last row at or before
-    it; bigfish, not run, says so and gets no plot. The section comes before the table of arms."""
+    it; bigfish, not run, says so and gets no plot. No table of arms follows: no run has finished."""
     rng = np.random.default_rng(1)
     steps = np.sort(rng.integers(1, 300, 250)) * 100
     returns = rng.integers(0, 30, 250).astype(float)
@@ -1583,7 +1583,7 @@ def test_report_published_curves_give_our_last_100_mean_at_each_step_beside_each
     )
     assert_ok(proc)
     text = (tmp_path / "pg.md").read_text()
-    assert text.index("## Against the published curves") < text.index("## Arms") < text.index("| env | arm |")
+    assert "## Against the published curves" in text and "## Arms" not in text and "| env | arm |" not in text
 
     def ours(step):
         done = returns[steps <= step][-100:]
@@ -1603,6 +1603,13 @@ def test_report_published_curves_give_our_last_100_mean_at_each_step_beside_each
     assert table_row(text, "starpilot__ppo_procgen__1__1000")[1:4] == ["30,000", "0:05:00", "100"]
     assert sorted(p.name for p in (tmp_path / "pg").iterdir()) == ["starpilot_published.png"]
     assert "![starpilot](pg/starpilot_published.png)" in text
+    # the same run, finished at 30,000 steps: the table of arms follows
+    (folder / "args.json").write_text(json.dumps(settings | dict(total_timesteps=30_000)))
+    proc = run_report(tmp_path, "--runs", runs, "--last", 100, "--published-curves", csv_path, "--out", tmp_path / "pg")
+    assert_ok(proc)
+    text = (tmp_path / "pg.md").read_text()
+    assert text.index("## Against the published curves") < text.index("## Arms") < text.index("| env | arm |")
+    assert table_row(text, "starpilot", "ppo_procgen.py")[4] == ours(30_000)
 
 
 def test_train_procgen_py_keeps_the_rows_its_docstring_names(tmp_path):
