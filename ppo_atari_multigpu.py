@@ -131,7 +131,8 @@ class Args:
         return self.num_envs // self.world_size
 
     @property
-    def batch_size(self) -> int:  # of all processes together: the agent steps of one iteration
+    def batch_size(self) -> int:
+        """Of all processes together: the agent steps of one iteration."""
         return self.num_envs * self.num_steps
 
     @property
@@ -139,7 +140,8 @@ class Args:
         return self.local_num_envs * self.num_steps
 
     @property
-    def minibatch_size(self) -> int:  # per process: the world's mini-batch is world_size times this
+    def minibatch_size(self) -> int:
+        """Per process: the world's mini-batch is world_size times this."""
         return self.local_batch_size // self.num_minibatches
 
     @property

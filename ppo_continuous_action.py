@@ -189,7 +189,8 @@ class RunningMeanStd:
         self.var = m2 / total
         self.count = total
 
-    def state_dict(self):  # tensors and floats only: torch.load(weights_only=True) accepts them
+    def state_dict(self):
+        """Tensors and floats only: torch.load(weights_only=True) accepts them."""
         return {"mean": torch.tensor(self.mean), "var": torch.tensor(self.var), "count": float(self.count)}
 
     def load_state_dict(self, state):

@@ -171,24 +171,8 @@ class Args:
 
 
 # the 16 procgen games; envpool names them <Game><Mode>-v0, e.g. StarpilotEasy-v0
-PROCGEN_GAMES = (
-    "bigfish",
-    "bossfight",
-    "caveflyer",
-    "chaser",
-    "climber",
-    "coinrun",
-    "dodgeball",
-    "fruitbot",
-    "heist",
-    "jumper",
-    "leaper",
-    "maze",
-    "miner",
-    "ninja",
-    "plunder",
-    "starpilot",
-)
+PROCGEN_GAMES = """bigfish bossfight caveflyer chaser climber coinrun dodgeball fruitbot heist jumper leaper maze miner
+    ninja plunder starpilot""".split()
 
 
 class RunningMeanStd:
@@ -211,7 +195,8 @@ class RunningMeanStd:
         self.var = m2 / total
         self.count = total
 
-    def state_dict(self):  # tensors and floats only: torch.load(weights_only=True) accepts them
+    def state_dict(self):
+        """Tensors and floats only: torch.load(weights_only=True) accepts them."""
         return {"mean": torch.tensor(self.mean), "var": torch.tensor(self.var), "count": float(self.count)}
 
     def load_state_dict(self, state):

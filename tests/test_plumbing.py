@@ -3,7 +3,10 @@ text is the same in every single-process script, so that `diff` of two of them n
 
 import ast
 import difflib
+import io
 import math
+import re
+import tokenize
 import types
 
 import pytest
@@ -95,6 +98,26 @@ def test_ppo_first_in_reading_order_then_the_plumbing(script):
     if script == "ppo_atari_multigpu.py":  # its own plumbing, for torchrun
         public |= {"iterations"}
     assert used <= public, used
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_written_plainly_no_comment_on_a_def_line_and_no_backslash_continuation(script):
+    """Two house rules that ruff does not check: a function or class says what it is in a docstring, not in a comment
+    on its def line; and no line of code is continued with a backslash (a backslash inside a string is text)."""
+    text = (REPO / script).read_text()
+    lines = text.splitlines()
+    tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    on_def = [
+        lines[token.start[0] - 1]
+        for token in tokens
+        if token.type == tokenize.COMMENT and re.match(r"\s*(async def|def|class) ", lines[token.start[0] - 1])
+    ]
+    assert not on_def, on_def
+    # the lines that end inside a string running on to the next line
+    strings = [token for token in tokens if token.type == tokenize.STRING]
+    in_string = {n for token in strings for n in range(token.start[0], token.end[0])}
+    continued = [line for n, line in enumerate(lines, 1) if line.endswith("\\") and n not in in_string]
+    assert not continued, continued
 
 
 @pytest.mark.parametrize("seconds", [1, 25, 30])
