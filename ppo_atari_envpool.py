@@ -213,7 +213,8 @@ class EnvpoolVecEnv:
         if game_over:
             if self.frames:
                 save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=30)
-            self.frames, self.episode = [], self.episode + 1
+            self.frames = []
+            self.episode += 1
 
     def reset(self, seed=None):
         """envpool seeds its envs when made (env i gets seed + i); seed is ignored here."""

@@ -233,7 +233,8 @@ class EnvpoolVecEnv:
         if done:
             if self.frames:
                 save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=10)
-            self.frames, self.episode = [], self.episode + 1
+            self.frames = []
+            self.episode += 1
 
     def reset(self, seed=None):
         """envpool seeds its envs when made (env i gets seed + i); seed is ignored here."""
@@ -310,7 +311,8 @@ class MicrortsVecEnv:
             ) from None
         # the Java side prints its map's path and reward functions for every env made: not shown
         sys.stdout.flush()
-        stdout, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+        stdout = os.dup(1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         # the first make starts the JVM (JPype: one per process, never again once it has been shut down)
         try:
@@ -319,7 +321,8 @@ class MicrortsVecEnv:
             raise RuntimeError(f"{e} (Gym-μRTS runs in Java: apt-get install openjdk-17-jre-headless)") from None
         finally:
             os.dup2(stdout, 1)
-            os.close(stdout), os.close(devnull)
+            os.close(stdout)
+            os.close(devnull)
         # the JVM took them over (it would exit at once): the script's
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.getsignal(signum))
@@ -345,7 +348,9 @@ class MicrortsVecEnv:
         return self.observe([env.reset() for env in self.envs]), {"action_mask": self.mask()}
 
     def step(self, actions):
-        obs, final_obs, reward = [], [], np.zeros(self.num_envs)
+        obs = []
+        final_obs = []
+        reward = np.zeros(self.num_envs)
         terminations, truncations = np.zeros(self.num_envs, bool), np.zeros(self.num_envs, bool)
         for i, (env, action) in enumerate(zip(self.envs, actions)):
             final, reward[i], done, info = env.step(action)

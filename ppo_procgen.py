@@ -253,7 +253,8 @@ class EnvpoolVecEnv:
         if done:
             if self.frames:
                 save_video(self.frames, f"videos/{self.run_name}", episode_index=self.episode, fps=15)
-            self.frames, self.episode = [], self.episode + 1
+            self.frames = []
+            self.episode += 1
 
     def reset(self, seed=None):
         """envpool seeds the levels when made, as ProcgenEnv(rand_seed=seed); seed is ignored here."""
