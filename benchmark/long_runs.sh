@@ -12,6 +12,9 @@
 # benchmark/results/procgen.md):
 #   python benchmark/report.py --runs benchmark/results/long_runs/runs --sweep benchmark/results/long_runs/state_procgen \
 #       --last 100 --published-curves benchmark/train_procgen.csv --out benchmark/results/procgen
+# Each game parked at UNTIL, and the LSTM run once done, is then evaluated (evaluate_run, benchmark/keep.sh): its
+# agent plays 100 episodes (procgen: $EVALS/procgen/eval_<game>_seed1.txt) or 10 games (the LSTM, as the other
+# Breakout runs: $EVALS/breakout/eval_BreakoutNoFrameskip-v4_lstm_seed1.txt), the first one kept as a GIF.
 #
 #   bash benchmark/long_runs.sh                  # every run not yet at its step, in that order
 #   RUNS=lstm bash benchmark/long_runs.sh        # only the LSTM run
@@ -32,6 +35,13 @@ POLL=${POLL:-60}  # seconds between two looks at a procgen run's checkpoint
 RUNS=${RUNS:-starpilot bigfish bossfight lstm}
 OUT=${OUT:-benchmark/out/long_runs}
 KEPT=${KEPT:-benchmark/results/long_runs}
+EVALS=${EVALS:-benchmark/results}  # the evaluations go to $EVALS/procgen and $EVALS/breakout, beside their reports
+# The evaluations' GIFs (benchmark/keep.sh): 16 colours. A procgen mp4 holds the game's 64x64 frames at 15 frames/s,
+# kept as they are; an Atari one every emulator frame at 30 frames/s, one of every eight kept, at 15 frames/s (twice
+# real speed, as the other Breakout GIFs).
+COLOURS="split[a][b];[a]palettegen=max_colors=16[p];[b][p]paletteuse=dither=none"
+PROCGEN_GIF=$COLOURS
+ATARI_GIF="setpts=PTS/4,fps=15,$COLOURS"
 
 source benchmark/keep.sh
 if [ -n "${KEEP:-}" ]; then
@@ -40,37 +50,53 @@ if [ -n "${KEEP:-}" ]; then
 fi
 [ -d "$OUT/runs" ] || copy_runs "$KEPT" "$OUT"  # a new machine: the committed runs go on from their checkpoints
 
+checkpoint() {  # checkpoint GAME: the path of the game's checkpoint under $OUT/runs, relative to $OUT; none: nothing
+    (cd "$OUT" && ls runs/"$1"__*__1__*/*.pt 2>/dev/null | head -n 1)
+}
+
 checkpoint_step() {  # checkpoint_step GAME: the step of the game's last checkpoint in $OUT, 0 if none
     local path
-    path=$(ls "$OUT"/runs/"$1"__ppo_procgen__1__*/ppo_procgen.pt 2>/dev/null | head -n 1)
+    path=$(checkpoint "$1")
     [ -n "$path" ] || { echo 0; return; }
-    python -c 'import sys, torch; print(torch.load(sys.argv[1], weights_only=True)["global_step"])' "$path"
+    global_step "$OUT/$path"
+}
+
+train_procgen() {  # train_procgen GAME: the game's run, started or continued, until its checkpoint reaches UNTIL
+    python benchmark/run.py --command "python ppo_procgen.py --save-model --checkpoint-every 5" \
+        --env-ids "$1" --seeds 1 --workers 1 --grace 600 --cwd "$OUT" --out "$OUT/state_procgen" &
+    local runner=$!
+    # The runner stops the run (SIGTERM) once its checkpoint has reached UNTIL (it then stays resumable).
+    while kill -0 $runner 2>/dev/null; do
+        sleep "$POLL"
+        if [ "$(checkpoint_step "$1")" -ge "$UNTIL" ]; then
+            kill -TERM $runner
+            break
+        fi
+    done
+    wait $runner || [ "$(checkpoint_step "$1")" -ge "$UNTIL" ]
 }
 
 for name in $RUNS; do
     case $name in
         starpilot | bigfish | bossfight)
-            if [ "$(checkpoint_step "$name")" -ge "$UNTIL" ]; then
-                echo "$name: at step $(checkpoint_step "$name") >= UNTIL=$UNTIL; next"
-                continue
+            if [ "$(checkpoint_step "$name")" -lt "$UNTIL" ]; then
+                train_procgen "$name"
             fi
-            python benchmark/run.py --command "python ppo_procgen.py --save-model --checkpoint-every 5" \
-                --env-ids "$name" --seeds 1 --workers 1 --grace 600 --cwd "$OUT" --out "$OUT/state_procgen" &
-            runner=$!
-            # The runner stops the run (SIGTERM) once its checkpoint has reached UNTIL (it then stays resumable).
-            while kill -0 $runner 2>/dev/null; do
-                sleep "$POLL"
-                if [ "$(checkpoint_step "$name")" -ge "$UNTIL" ]; then
-                    kill -TERM $runner
-                    break
-                fi
-            done
-            wait $runner || [ "$(checkpoint_step "$name")" -ge "$UNTIL" ]
+            # parked at UNTIL: its agent plays 100 episodes (once at each step it is parked at), the first as a GIF
+            if [ "$(checkpoint_step "$name")" -ge "$UNTIL" ]; then
+                evaluate_run "$OUT" "$EVALS/procgen" "${name}_seed1" 100 "$PROCGEN_GIF" "$(checkpoint "$name")" \
+                    ppo_procgen.py
+            fi
             ;;
         lstm)
             python benchmark/run.py \
                 --command "python ppo_atari_lstm.py --total-timesteps 10000000 --save-model --checkpoint-every 100" \
                 --env-ids BreakoutNoFrameskip-v4 --seeds 1 --workers 1 --grace 600 --cwd "$OUT" --out "$OUT/state_lstm"
+            # done: its agent plays 10 games, the first as a GIF, beside the other Breakout runs' evaluations
+            if [ -n "$(checkpoint BreakoutNoFrameskip-v4)" ]; then
+                evaluate_run "$OUT" "$EVALS/breakout" BreakoutNoFrameskip-v4_lstm_seed1 10 "$ATARI_GIF" \
+                    "$(checkpoint BreakoutNoFrameskip-v4)" ppo_atari_lstm.py
+            fi
             ;;
         *)
             echo "long_runs.sh: unknown run '$name' (starpilot, bigfish, bossfight, lstm)" >&2

@@ -845,7 +845,7 @@ class Report:
         self.by_name = recorded_runs(self.sweep)
         # runs stopped before their budget and target: --thresholds shows the part done
         self.unfinished = [run for run, why in left_out if why == "incomplete"]
-        self.read = {run["name"] for run in runs}
+        self.read = {run["name"]: run for run in runs}
 
     def asked(self, runs):
         """The seeds the sweep asked for with the commands of these runs (None without --sweep)."""
@@ -864,6 +864,10 @@ class Report:
                 why = f"failed (exit {state.get('returncode')}): {state.get('error', '')}"
             elif status != "done":
                 why = f"not finished ({status or 'no status'})"
+                # a run parked on its way (a long run continued over sessions): how far it got
+                logged = [self.read[name] for name in state.get("run_names", []) if name in self.read]
+                if logged:
+                    why += f", logged to step {logged[0]['last_step']:,} of {logged[0]['total_timesteps']:,}"
             elif not state.get("run_names"):
                 why = "done, but no run folder of it was found"
             elif not any(name in self.read for name in state["run_names"]):

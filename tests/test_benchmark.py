@@ -1381,6 +1381,9 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
     text = (tmp_path / "pong.md").read_text()
     # one run asked for
     assert "| (no complete run) |" in text and text.count("not finished (interrupted)") == 1
+    # and how far it got
+    failed = text[text.index("## Failed") : text.index("## Runs")]
+    assert table_row(failed, "Pong-v5", "1")[3] == "not finished (interrupted), logged to step 640 of 10,000,000"
     part = text[text.index("## Time to thresholds") :]
     assert table_row(part, f"{folder.name} (unfinished, logged to step 640)")[1:] == [
         "ppo_atari_envpool.py",
@@ -1679,8 +1682,22 @@ args = tyro.cli(load_script(script.name).Args, args=argv)
 assert args.problem() is None, args.problem()
 with open("calls.jsonl", "a") as f:
     f.write(json.dumps({"script": script.name, "env_id": args.env_id, "seed": args.seed,
-                        "total_timesteps": args.total_timesteps}) + "\n")
+                        "total_timesteps": args.total_timesteps, "eval_checkpoint": args.eval_checkpoint}) + "\n")
 stamp = int(time.time())
+if args.eval_checkpoint is not None:
+    # an evaluation: each episode's line and the mean, as the scripts print them, and episode 0 filmed (30 frames)
+    import imageio_ffmpeg
+    folder = Path("videos") / f"{args.env_id}__{args.exp_name}__{args.seed}__{stamp}" / "eval"
+    folder.mkdir(parents=True)
+    film = imageio_ffmpeg.write_frames(str(folder / "rl-video-episode-0.mp4"), (64, 64), fps=15)
+    film.send(None)
+    for frame in range(30):
+        film.send(bytes([8 * frame]) * (64 * 64 * 3))
+    film.close()
+    for episode in range(args.eval_episodes):
+        print(f"eval episode {episode}: return {episode:.2f}")
+    print(f"{args.env_id}: mean return {(args.eval_episodes - 1) / 2:.2f} over {args.eval_episodes} episodes")
+    sys.exit(0)
 write_run(Path("runs"), args.env_id, args.exp_name, args.seed, stamp, args.total_timesteps,
           [1.0, 2.0, 3.0], (10.0, 20.0), 5.0, args={"script": script.name, **dataclasses.asdict(args)})
 if os.environ.get("FAKE_PROCGEN_STEP") and script.name == "ppo_procgen.py":
@@ -2200,19 +2217,35 @@ def test_peers_patches_each_cleanrl_script_or_refuses_one_they_do_not_fit(tmp_pa
 def test_long_runs_sh_runs_each_game_to_its_step_then_the_lstm_and_keeps_the_runs(tmp_path):
     """benchmark/long_runs.sh with the fake trainer: starpilot, bigfish and bossfight with ppo_procgen.py's defaults
     (25M, a checkpoint every 5 iterations), then ppo_atari_lstm.py on Breakout to 10M; a game whose checkpoint has
-    reached UNTIL is not run again; KEEP=1 keeps the runs; an unknown run is refused in one line."""
+    reached UNTIL is not run again but evaluated, once: 100 episodes, their output below a header with the step and
+    the command, and the first episode as a GIF; KEEP=1 keeps the runs; an unknown run is refused in one line."""
     import torch
+    from PIL import Image
 
-    out, kept = tmp_path / "out", tmp_path / "kept"
+    out, kept, evals = tmp_path / "out", tmp_path / "kept", tmp_path / "results"
     parked = out / "runs" / "starpilot__ppo_procgen__1__1700000000"
     parked.mkdir(parents=True)
     torch.save({"model": {}, "optimizer": {}, "global_step": 5_013_504}, parked / "ppo_procgen.pt")
-    got = run_sweep_with_fake_trainer("long_runs.sh", tmp_path, out, KEPT=str(kept))
-    assert [(c["script"], c["env_id"], c["seed"], c["total_timesteps"]) for c in got] == [
-        ("ppo_procgen.py", "bigfish", 1, 25_000_000),
-        ("ppo_procgen.py", "bossfight", 1, 25_000_000),
-        ("ppo_atari_lstm.py", "BreakoutNoFrameskip-v4", 1, 10_000_000),
+    got = run_sweep_with_fake_trainer("long_runs.sh", tmp_path, out, KEPT=str(kept), EVALS=str(evals), POLL="1")
+    assert [(c["script"], c["env_id"], c["seed"], c["total_timesteps"], c["eval_checkpoint"]) for c in got] == [
+        ("ppo_procgen.py", "starpilot", 1, 25_000_000, f"runs/{parked.name}/ppo_procgen.pt"),
+        ("ppo_procgen.py", "bigfish", 1, 25_000_000, None),
+        ("ppo_procgen.py", "bossfight", 1, 25_000_000, None),
+        ("ppo_atari_lstm.py", "BreakoutNoFrameskip-v4", 1, 10_000_000, None),
     ]
+    evaluation = (evals / "procgen" / "eval_starpilot_seed1.txt").read_text().splitlines()
+    assert evaluation[0].endswith(f"{parked.name}: its checkpoint at step 5,013,504, played by --eval-checkpoint")
+    assert evaluation[1].startswith("# (100 episodes of its stochastic policy, seeded by --seed 1), 20")
+    script = os.path.relpath(REPO / "ppo_procgen.py", out)
+    command = f"{script} --eval-checkpoint runs/{parked.name}/ppo_procgen.pt --eval-episodes 100 --capture-video"
+    assert evaluation[3] == f"#   python {command}"
+    episodes = [line for line in evaluation if line.startswith("eval episode ")]
+    assert episodes[0] == "eval episode 0: return 0.00" and len(episodes) == 100
+    assert "starpilot: mean return 49.50 over 100 episodes" in evaluation
+    assert Image.open(evals / "procgen" / "starpilot_seed1_eval.gif").n_frames == 30
+    # evaluated at that step already
+    assert_ok(run_sweep("long_runs.sh", kept, OUT=str(out), EVALS=str(evals), RUNS="starpilot"))
+    assert len((out / "calls.jsonl").read_text().splitlines()) == 4
     logs = "".join(path.read_text() for path in sorted(out.glob("state_*/*.log")))
     assert logs.count("ppo_procgen.py --save-model --checkpoint-every 5 --env-id") == 2
     assert "ppo_atari_lstm.py --total-timesteps 10000000 --save-model --checkpoint-every 100 --env-id" in logs
@@ -2225,10 +2258,13 @@ def test_long_runs_sh_runs_each_game_to_its_step_then_the_lstm_and_keeps_the_run
 
 def test_long_runs_sh_stops_a_game_once_its_checkpoint_reaches_until(tmp_path):
     """A procgen run goes on towards its 25M until its checkpoint has reached UNTIL: the watcher then stops it
-    (SIGTERM, through benchmark/run.py), and the next game starts."""
+    (SIGTERM, through benchmark/run.py), its agent is evaluated, and the next game starts."""
     out = tmp_path / "out"
-    variables = dict(KEPT=str(tmp_path / "kept"), RUNS="starpilot bigfish", UNTIL="16384", POLL="1")
-    got = run_sweep_with_fake_trainer("long_runs.sh", tmp_path, out, FAKE_PROCGEN_STEP="16384", **variables)
-    assert [c["env_id"] for c in got] == ["starpilot", "bigfish"]
+    variables = dict(KEPT=str(tmp_path / "kept"), EVALS=str(tmp_path), RUNS="starpilot bigfish", UNTIL="16384")
+    got = run_sweep_with_fake_trainer("long_runs.sh", tmp_path, out, FAKE_PROCGEN_STEP="16384", POLL="1", **variables)
+    # an evaluation takes the env id from the checkpoint (the fake records the default)
+    played = [c["eval_checkpoint"] or c["env_id"] for c in got]
+    assert [game.removeprefix("runs/").split("__")[0] for game in played] == ["starpilot"] * 2 + ["bigfish"] * 2
+    assert played[1].endswith("/ppo_procgen.pt") and played[3].endswith("/ppo_procgen.pt")
     states = [json.loads(path.read_text()) for path in sorted(out.glob("state_procgen/*.json"))]
     assert [state["status"] for state in states] == ["interrupted", "interrupted"], states
