@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -201,6 +202,28 @@ def read_every_metric(run_dir):
     for tag in METRICS:
         assert tag in scalars and all(np.isfinite(v) for _, v in scalars[tag]), tag
     return scalars
+
+
+def assert_orthogonal(weight, gain, name=""):
+    """[C2] an orthogonal init scaled by gain: every singular value of the weight equals gain."""
+    singular_values = torch.linalg.svdvals(weight.detach().double()).numpy()
+    np.testing.assert_allclose(singular_values, gain, rtol=1e-5, err_msg=name)
+
+
+def assert_annealed_lr(scalars, learning_rate, iterations):
+    """[C4] the logged learning rate of iteration i (of n) is learning_rate * (1 - (i - 1) / n): annealed linearly to
+    the 0 it would reach one iteration after the end, checked by value."""
+    logged = [value for _, value in scalars["charts/learning_rate"]]
+    expected = [learning_rate * (1 - (i - 1) / iterations) for i in range(1, iterations + 1)]
+    np.testing.assert_allclose(logged, expected, rtol=1e-6)
+
+
+def assert_breakout_games(scalars):
+    """Whole games of raw Breakout score were logged: its scores are whole points, and a game of 5 lives lasts 100+
+    agent steps (a life's score or length would not)."""
+    returns = [value for _, value in scalars["charts/episodic_return"]]
+    lengths = [value for _, value in scalars["charts/episodic_length"]]
+    assert all(r >= 0 and r == int(r) for r in returns) and min(lengths) > 100, (returns, lengths)
 
 
 def assert_ok(proc):

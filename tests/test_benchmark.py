@@ -1155,6 +1155,17 @@ def test_report_names_the_libraries_once_and_has_no_rliable_section_with_no_arms
     assert "## Over all envs" not in text and "rliable" not in text and "IQM" not in text
 
 
+def run_folder(runs, script, env_id, seed, stamp, **settings):
+    """A run's folder as a script makes it, runs/{env_id}__{exp_name}__{seed}__{stamp}, with its args.json:
+    the script, exp_name, env_id and seed, and the settings given."""
+    exp_name = script[: -len(".py")]
+    folder = runs / f"{env_id}__{exp_name}__{seed}__{stamp}"
+    folder.mkdir(parents=True)
+    args = dict(script=script, exp_name=exp_name, env_id=env_id, seed=seed, **settings)
+    (folder / "args.json").write_text(json.dumps(args))
+    return folder
+
+
 def log_part(folder, points, purge_step=None, target_reached=False):
     """One process of a run, as the scripts log it: its own events file in the run folder, with the scalars
     (tag, step, value, wall time) in their order; purge_step: a process that continues the run (--resume) from the
@@ -1181,21 +1192,8 @@ def test_report_thresholds_give_step_and_training_time_with_the_pauses_of_a_resu
     2010 to 2052 s: returns of 18 reach 18 only with 4 of them (step 400, 2040 s: 30 s), never 20. --sweep adds each
     run's command and machine, or "not recorded"."""
     runs = tmp_path / "runs"
-    first, second = runs / "Pong-v5__ppo_atari_envpool__1__1000", runs / "Pong-v5__ppo_atari_envpool__2__2000"
-    for folder, seed, total in ((first, 1, 10000), (second, 2, 500)):
-        folder.mkdir(parents=True)
-        (folder / "args.json").write_text(
-            json.dumps(
-                {
-                    "script": "ppo_atari_envpool.py",
-                    "exp_name": "ppo_atari_envpool",
-                    "env_id": "Pong-v5",
-                    "seed": seed,
-                    "total_timesteps": total,
-                    "target_return": 20.0,
-                }
-            )
-        )
+    first = run_folder(runs, "ppo_atari_envpool.py", "Pong-v5", 1, 1000, total_timesteps=10000, target_return=20.0)
+    second = run_folder(runs, "ppo_atari_envpool.py", "Pong-v5", 2, 2000, total_timesteps=500, target_return=20.0)
     log_part(
         first,
         [
@@ -1311,21 +1309,9 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
     18 reach 18 at the 6th episode (step 300, 50 s in), unfinished, logged to step 320. --window-steps 250: each
     run's mean return of the games that ended in steps 0-249, 250-499, 500-749."""
     runs = tmp_path / "runs"
-    folder, again = runs / "Pong-v5__ppo_atari_envpool__1__1000", runs / "Pong-v5__ppo_atari_envpool__1__9000"
-    for run_folder in (folder, again):
-        run_folder.mkdir(parents=True)
-        (run_folder / "args.json").write_text(
-            json.dumps(
-                {
-                    "script": "ppo_atari_envpool.py",
-                    "exp_name": "ppo_atari_envpool",
-                    "env_id": "Pong-v5",
-                    "seed": 1,
-                    "total_timesteps": 10_000_000,
-                    "target_return": 20.0,
-                }
-            )
-        )
+    settings = dict(total_timesteps=10_000_000, target_return=20.0)
+    folder = run_folder(runs, "ppo_atari_envpool.py", "Pong-v5", 1, 1000, **settings)
+    again = run_folder(runs, "ppo_atari_envpool.py", "Pong-v5", 1, 9000, **settings)
     log_part(
         folder,
         [
@@ -1344,13 +1330,13 @@ def test_report_thresholds_show_the_part_done_of_an_unfinished_run(tmp_path):
         [("episodic_return", 50 * i, r, 9000 + 10 * i) for i, r in enumerate([-21, -21, 18, 18, 18, 18], 1)]
         + [("SPS", 320, 20, 9070)],
     )
-    for name, run_folder, load in (("state", folder, 1.5), ("state_again", again, 0.5)):
+    for name, part_folder, load in (("state", folder, 1.5), ("state_again", again, 0.5)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "a.json").write_text(
             state(
                 "interrupted",
                 1,
-                [run_folder.name],
+                [part_folder.name],
                 "python ppo_atari_envpool.py",
                 "Pong-v5",
                 cpu_model="AMD EPYC",
@@ -1436,19 +1422,7 @@ def test_report_thresholds_say_that_a_torchrun_run_shows_rank_0s_games_only(tmp_
     -21 18 19 18 18, --last 4: 18.25 at step 500); a single-process run's row beside it does not."""
     runs = tmp_path / "runs"
     for script, seed in (("ppo_atari_multigpu.py", 1), ("ppo_atari.py", 2)):
-        folder = runs / f"PongNoFrameskip-v4__{script[:-3]}__{seed}__1000"
-        folder.mkdir(parents=True)
-        (folder / "args.json").write_text(
-            json.dumps(
-                {
-                    "script": script,
-                    "exp_name": script[:-3],
-                    "env_id": "PongNoFrameskip-v4",
-                    "seed": seed,
-                    "total_timesteps": 500,
-                }
-            )
-        )
+        folder = run_folder(runs, script, "PongNoFrameskip-v4", seed, 1000, total_timesteps=500)
         returns = [-21, 18, 19, 18, 18]
         log_part(
             folder,
@@ -1565,10 +1539,7 @@ def test_report_published_curves_give_our_last_100_mean_at_each_step_beside_each
     returns = rng.integers(0, 30, 250).astype(float)
     assert len(np.unique(steps)) < 250  # ties at one step
     runs = tmp_path / "runs"
-    folder = runs / "starpilot__ppo_procgen__1__1000"
-    folder.mkdir(parents=True)
-    settings = dict(script="ppo_procgen.py", exp_name="ppo_procgen", env_id="starpilot", seed=1, total_timesteps=10**5)
-    (folder / "args.json").write_text(json.dumps(settings))
+    folder = run_folder(runs, "ppo_procgen.py", "starpilot", 1, 1000, total_timesteps=10**5)
     points = [("episodic_return", int(s), r, 1000.0 + i) for i, (s, r) in enumerate(zip(steps, returns))]
     log_part(folder, points + [("SPS", 30_000, 50.0, 1300.0)])
     published = {"run0": rng.uniform(0, 40, 8), "run1": rng.uniform(0, 40, 8)}
@@ -1607,6 +1578,7 @@ def test_report_published_curves_give_our_last_100_mean_at_each_step_beside_each
     assert sorted(p.name for p in (tmp_path / "pg").iterdir()) == ["starpilot_published.png"]
     assert "![starpilot](pg/starpilot_published.png)" in text
     # the same run, finished at 30,000 steps: the table of arms follows
+    settings = json.loads((folder / "args.json").read_text())
     (folder / "args.json").write_text(json.dumps(settings | dict(total_timesteps=30_000)))
     proc = run_report(tmp_path, "--runs", runs, "--last", 100, "--published-curves", csv_path, "--out", tmp_path / "pg")
     assert_ok(proc)

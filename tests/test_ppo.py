@@ -13,7 +13,9 @@ import torch
 
 from helpers import (
     REPO,
+    assert_annealed_lr,
     assert_ok,
+    assert_orthogonal,
     assert_usage_error,
     load_script,
     read_every_metric,
@@ -88,9 +90,7 @@ def test_layer_init_gains():
     layers = {name: m for name, m in agent.named_modules() if isinstance(m, torch.nn.Linear)}
     assert set(layers) == set(expected)
     for name, gain in expected.items():
-        w = layers[name].weight.detach().double()
-        # an orthogonal matrix scaled by `gain` has every singular value equal to `gain`
-        np.testing.assert_allclose(torch.linalg.svdvals(w).numpy(), gain, rtol=1e-5, err_msg=name)
+        assert_orthogonal(layers[name].weight, gain, name)
         assert torch.all(layers[name].bias == 0), name
 
 
@@ -180,11 +180,7 @@ def test_short_run_copied_alone_writes_every_metric_and_anneals_lr(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ppo.py", "runs"]
     (run_dir,) = run_dirs(tmp_path)
     scalars = read_every_metric(run_dir)
-    # [C4] lr at iteration i (of N) is lr0 * (1 - (i-1)/N): a straight line that reaches 0 one iteration after the end
-    lrs = [v for _, v in scalars["charts/learning_rate"]]
-    n = len(lrs)
-    assert n == 4
-    np.testing.assert_allclose(lrs, [2.5e-4 * (1 - i / n) for i in range(n)], rtol=1e-6)
+    assert_annealed_lr(scalars, 2.5e-4, 4)
     # [C3] the saved optimizer is Adam with epsilon 1e-5; the model file is complete and loads
     checkpoint = torch.load(run_dir / "ppo.pt", weights_only=True)
     assert checkpoint["optimizer"]["param_groups"][0]["eps"] == 1e-5

@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from helpers import (
+    assert_annealed_lr,
+    assert_breakout_games,
     assert_ok,
+    assert_orthogonal,
     assert_usage_error,
     load_script,
     need,
@@ -193,8 +196,8 @@ def test_a8_a9_shared_cnn_on_uint8_frames():
     assert features.shape == (5, 512)
     torch.testing.assert_close(value, agent.critic(features))
     torch.testing.assert_close(agent.get_value(x), agent.critic(features))
-    np.testing.assert_allclose(torch.linalg.svdvals(agent.actor.weight.detach().double()).numpy(), 0.01, rtol=1e-5)
-    np.testing.assert_allclose(torch.linalg.svdvals(agent.critic.weight.detach().double()).numpy(), 1.0, rtol=1e-5)
+    assert_orthogonal(agent.actor.weight, 0.01)
+    assert_orthogonal(agent.critic.weight, 1.0)
 
 
 def test_channels_last_changes_the_memory_layout_not_the_numbers():
@@ -250,13 +253,8 @@ def test_short_run_copied_alone_writes_every_metric(tmp_path):
     assert_ok(proc)
     (run_dir,) = run_dirs(tmp_path)
     scalars = read_every_metric(run_dir)
-    # whole games of raw score: Breakout scores are whole points, and a game of 5 lives lasts 100+ agent steps
-    returns = [v for _, v in scalars["charts/episodic_return"]]
-    lengths = [v for _, v in scalars["charts/episodic_length"]]
-    assert all(r >= 0 and r == int(r) for r in returns) and min(lengths) > 100, (returns, lengths)
-    # [C4] the learning rate of iteration i (of 4) is 2.5e-4 * (1 - (i - 1) / 4): annealed linearly, by value
-    lrs = [v for _, v in scalars["charts/learning_rate"]]
-    np.testing.assert_allclose(lrs, [2.5e-4 * (1 - (i - 1) / 4) for i in range(1, 5)], rtol=1e-6)
+    assert_breakout_games(scalars)
+    assert_annealed_lr(scalars, 2.5e-4, 4)
     assert (run_dir / "ppo_atari.pt").is_file()
     assert "step" in proc.stdout and "SPS" in proc.stdout
 

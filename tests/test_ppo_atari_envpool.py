@@ -6,6 +6,8 @@ import pytest
 
 from helpers import (
     SameStepReference,
+    assert_annealed_lr,
+    assert_breakout_games,
     assert_ok,
     assert_usage_error,
     load_script,
@@ -190,13 +192,8 @@ def test_short_run_copied_alone_writes_every_metric_then_evaluates(tmp_path):
     assert_ok(proc)
     (run_dir,) = run_dirs(tmp_path)
     scalars = read_every_metric(run_dir)
-    # whole games of raw score: Breakout scores are whole points, and a game of 5 lives lasts 100+ agent steps
-    returns = [v for _, v in scalars["charts/episodic_return"]]
-    lengths = [v for _, v in scalars["charts/episodic_length"]]
-    assert all(r >= 0 and r == int(r) for r in returns) and min(lengths) > 100, (returns, lengths)
-    # [C4] the learning rate of iteration i (of 2) is 2.5e-4 * (1 - (i - 1) / 2): annealed linearly, by value
-    lrs = [v for _, v in scalars["charts/learning_rate"]]
-    np.testing.assert_allclose(lrs, [2.5e-4 * (1 - (i - 1) / 2) for i in range(1, 3)], rtol=1e-6)
+    assert_breakout_games(scalars)
+    assert_annealed_lr(scalars, 2.5e-4, 2)
     (model,) = run_dir.glob("ppo_atari_envpool.pt")
     assert "step" in proc.stdout and "SPS" in proc.stdout
     proc = run_script(

@@ -8,7 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import assert_ok, assert_usage_error, load_script, need, read_every_metric, run_dirs, run_script
+from helpers import (
+    assert_annealed_lr,
+    assert_ok,
+    assert_orthogonal,
+    assert_usage_error,
+    load_script,
+    need,
+    read_every_metric,
+    run_dirs,
+    run_script,
+)
 
 need("ale_py")
 need("cv2")
@@ -48,8 +58,8 @@ def test_l1_l2_init():
     agent = lstm.Agent(fake_envs())
     assert (agent.lstm.input_size, agent.lstm.hidden_size) == (512, 128)
     for name, param in agent.lstm.named_parameters():
-        if "weight" in name:  # orthogonal with gain 1: every singular value is 1
-            np.testing.assert_allclose(torch.linalg.svdvals(param.detach().double()).numpy(), 1.0, rtol=1e-5)
+        if "weight" in name:
+            assert_orthogonal(param, 1.0, name)
         else:
             assert torch.all(param == 0), name
     h, c = agent.initial_state(3)
@@ -220,9 +230,7 @@ def test_short_run_copied_alone_writes_every_metric(tmp_path):
     assert_ok(proc)
     (run_dir,) = run_dirs(tmp_path)
     scalars = read_every_metric(run_dir)
-    # [C4] the learning rate of iteration i (of 4) is 2.5e-4 * (1 - (i - 1) / 4): annealed linearly, by value
-    lrs = [v for _, v in scalars["charts/learning_rate"]]
-    np.testing.assert_allclose(lrs, [2.5e-4 * (1 - (i - 1) / 4) for i in range(1, 5)], rtol=1e-6)
+    assert_annealed_lr(scalars, 2.5e-4, 4)
     assert "step" in proc.stdout and "SPS" in proc.stdout
 
 

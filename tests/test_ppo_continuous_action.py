@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from helpers import (
+    assert_annealed_lr,
     assert_ok,
+    assert_orthogonal,
     assert_usage_error,
     load_script,
     missing,
@@ -177,7 +179,8 @@ def test_network_layout_and_init():
     assert set(layers) == set(expected)
     assert layers["actor.4"].out_features == 3 and layers["critic.4"].out_features == 1
     for name, gain in expected.items():
-        np.testing.assert_allclose(torch.linalg.svdvals(layers[name].weight.detach().double()).numpy(), gain, rtol=1e-5)
+        assert_orthogonal(layers[name].weight, gain, name)
+        assert torch.all(layers[name].bias == 0), name
     assert isinstance(agent.actor_logstd, torch.nn.Parameter)
     assert torch.equal(agent.actor_logstd.detach(), torch.zeros(1, 3))
 
@@ -337,8 +340,7 @@ def test_short_run_copied_alone_writes_every_metric_then_evaluates(tmp_path):
     (run_dir,) = run_dirs(tmp_path)
     assert run_dir.name.startswith("HalfCheetah-v5__ppo_continuous_action__1__")
     scalars = read_every_metric(run_dir)
-    lrs = [v for _, v in scalars["charts/learning_rate"]]
-    np.testing.assert_allclose(lrs, [3e-4, 1.5e-4], rtol=1e-6)  # [C4] from 3e-4 towards 0
+    assert_annealed_lr(scalars, 3e-4, 2)
     # two 1000-step episodes, raw (unnormalized) returns
     assert len(scalars["charts/episodic_return"]) == 2
     assert "step" in proc.stdout and "SPS" in proc.stdout and "ETA" in proc.stdout
