@@ -91,6 +91,20 @@ def run_report(cwd, *args):
     return run_tool("report.py", *args, cwd=cwd)
 
 
+def start_runner(cwd, *args, env=None):
+    """benchmark/run.py started in the background, its output in text pipes, for a test to signal while it runs."""
+    command = [sys.executable, str(RUNNER), *map(str, args)]
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, cwd=cwd, env=env or test_env(), **pipes)
+
+
+def wait_until(condition, deadline):
+    """Poll condition() every 0.1 s until it holds or the clock passes deadline (time.time() + 60 in the tests: a
+    safety net against a hang, not a timing assertion; the test's own asserts say what it waited for)."""
+    while not condition() and time.time() < deadline:
+        time.sleep(0.1)
+
+
 def calls(cwd):
     path = cwd / "calls.txt"
     return path.read_text().splitlines() if path.exists() else []
@@ -201,17 +215,8 @@ def test_ctrl_c_stops_the_runs_and_a_restart_runs_them_again(fake):
         "--out",
         "out",
     ]
-    proc = subprocess.Popen(
-        [sys.executable, str(RUNNER), *map(str, grid)],
-        cwd=fake,
-        env=test_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
-    while len(calls(fake)) < 2 and time.time() < deadline:
-        time.sleep(0.1)
+    proc = start_runner(fake, *grid)
+    wait_until(lambda: len(calls(fake)) == 2, time.time() + 60)
     # both started (and handle SIGINT: they install the handler before writing)
     assert len(calls(fake)) == 2
     proc.send_signal(signal.SIGINT)
@@ -243,17 +248,8 @@ def test_ctrl_c_then_a_restart_continues_each_run_from_its_checkpoint(fake):
         "--out",
         "out",
     ]
-    proc = subprocess.Popen(
-        [sys.executable, str(RUNNER), *map(str, grid)],
-        cwd=fake,
-        env=test_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
-    while len(list(fake.glob("runs/*/fake.pt"))) < 2 and time.time() < deadline:
-        time.sleep(0.1)
+    proc = start_runner(fake, *grid)
+    wait_until(lambda: len(list(fake.glob("runs/*/fake.pt"))) == 2, time.time() + 60)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stdout + stderr
@@ -320,14 +316,7 @@ def test_the_state_records_the_cpu_and_the_load_over_every_part_of_a_resumed_run
         "--status-every",
         0.3,
     ]
-    proc = subprocess.Popen(
-        [sys.executable, str(RUNNER), *map(str, grid)],
-        cwd=fake,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_runner(fake, *grid, env=env)
     deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
 
     def sampled_and_saved():
@@ -421,17 +410,8 @@ def test_runs_of_a_killed_runner_are_not_started_twice(fake):
     """A runner killed outright (SIGKILL) leaves its runs going: another runner on the same --out skips them while
     they run, rather than start or continue a second copy."""
     grid = ["--command", "python fake.py --sleep 600", "--env-ids", "EnvA-v0", "--seeds", 1, "--out", "out"]
-    proc = subprocess.Popen(
-        [sys.executable, str(RUNNER), *map(str, grid)],
-        cwd=fake,
-        env=test_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.time() + 60  # a safety net against a hang, not a timing assertion
-    while not (states(fake / "out").get(("EnvA-v0", 1), {}).get("pid") and calls(fake)) and time.time() < deadline:
-        time.sleep(0.1)
+    proc = start_runner(fake, *grid)
+    wait_until(lambda: states(fake / "out").get(("EnvA-v0", 1), {}).get("pid") and calls(fake), time.time() + 60)
     proc.kill()
     proc.communicate(timeout=60)
     pid = states(fake / "out")[("EnvA-v0", 1)]["pid"]
@@ -455,14 +435,7 @@ def test_two_runs_in_one_folder_are_refused_and_whitespace_is_no_new_run(fake):
     end and refuses it to the other (a failed run, with the reason), so no report mixes two runs' scalars."""
     arm = ["--env-ids", "EnvA-v0", "--seeds", 1, "--out", "out"]
     both = ["--command", "python fake.py --same-folder 1 --sleep 1", *arm]
-    proc = subprocess.Popen(
-        [sys.executable, str(RUNNER), *map(str, both)],
-        cwd=fake,
-        env=test_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_runner(fake, *both)
     other = run_runner(fake, "--command", "python fake.py --same-folder 1 --sleep 1 --tag b", *arm)
     first_out, _ = proc.communicate(timeout=60)
     assert sorted([proc.returncode, other.returncode]) == [0, 1], first_out + other.stdout
@@ -497,22 +470,13 @@ def test_second_ctrl_c_kills_at_once_in_one_line(fake):
         "--grace",
         600,
     ]
-    proc = subprocess.Popen(
-        [sys.executable, str(RUNNER), *map(str, grid)],
-        cwd=fake,
-        env=test_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_runner(fake, *grid)
     log = lambda: "".join(p.read_text() for p in (fake / "out").glob("*.log"))  # noqa: E731
-    deadline = time.time() + 60  # safety nets against a hang, not timing assertions
-    while "started" not in log() and time.time() < deadline:
-        time.sleep(0.1)
+    deadline = time.time() + 60
+    wait_until(lambda: "started" in log(), deadline)
     proc.send_signal(signal.SIGINT)
     # the run ignores it: the runner waits
-    while "fake got SIGINT" not in log() and time.time() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: "fake got SIGINT" in log(), deadline)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stdout + stderr
