@@ -123,6 +123,16 @@ def run_script(name, *args, cwd, alone=False, timeout=600, env=None):
     )
 
 
+# `torchrun --standalone --nproc_per_node=2` as a user types it (python -m: the same launcher)
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+
+
+def torchrun(*args, cwd, env=None, timeout=300):
+    """A torchrun launch of two processes, run to its end."""
+    command = [*TORCHRUN, *map(str, args)]
+    return subprocess.run(command, cwd=cwd, env=env or test_env(), capture_output=True, text=True, timeout=timeout)
+
+
 def run_main(name, *args, cwd, module=None):
     """Like run_script, in this process: the script's main(tyro.cli(Args)) with cwd as working directory. Far cheaper
     (no interpreter start, no imports) for runs that stop before training; returns returncode, stdout and stderr.

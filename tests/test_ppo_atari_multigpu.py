@@ -6,7 +6,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ import torch.multiprocessing as mp
 from helpers import (
     METRICS,
     REPO,
+    TORCHRUN,
     assert_ok,
     assert_usage_error,
     load_script,
@@ -28,6 +28,7 @@ from helpers import (
     run_dirs,
     run_script,
     test_env,
+    torchrun,
 )
 
 need("ale_py")
@@ -50,18 +51,6 @@ TINY = [
     "--update-epochs",
     "1",
 ]
-
-
-def torchrun(*args, cwd, nproc=2, env=None, timeout=300):
-    """`torchrun --standalone --nproc_per_node=<nproc> <args>` as a user types it (python -m: the same launcher)."""
-    return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *map(str, args)],
-        cwd=cwd,
-        env=env or test_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 # --- [G3] the all-reduce, in a real 2-process gloo group -----------------------------------------------------------
@@ -325,11 +314,7 @@ def test_a_crashed_or_hung_rank_ends_the_run_in_bounded_time(tmp_path):
         (tmp_path / fault).mkdir()
         launches[fault] = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                "--nproc_per_node=2",
+                *TORCHRUN,
                 str(launcher),
                 *TINY,
                 "--dist-timeout",
@@ -378,11 +363,7 @@ def test_sigterm_stops_every_rank_at_the_same_iteration_boundary(tmp_path, to):
     and torchrun's forward: the same one stop, not a second stop's exit without a save."""
     launch = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node=2",
+            *TORCHRUN,
             str(REPO / SCRIPT),
             "--num-envs",
             "2",

@@ -35,6 +35,7 @@ from helpers import (
     run_script,
     small_disk,
     test_env,
+    torchrun,
 )
 
 # 4 iterations of 64 steps
@@ -261,28 +262,13 @@ def test_multigpu_ranks_resume_from_identical_weights(tmp_path):
     script = "ppo_atari_multigpu.py"
     (tmp_path / script).write_bytes((REPO / script).read_bytes())
     (tmp_path / "recorder.py").write_text(MULTIGPU_RECORDER)
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     tiny = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1"]
-    first = subprocess.run(
-        [*torchrun, script, *tiny, "--total-timesteps", "64", "--save-model"],
-        cwd=tmp_path,
-        env=test_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    first = torchrun(script, *tiny, "--total-timesteps", "64", "--save-model", cwd=tmp_path)
     assert_ok(first)
     (run_dir,) = run_dirs(tmp_path)
     checkpoint = run_dir / f"{script[:-3]}.pt"
     saved = torch.load(checkpoint, weights_only=True)
-    second = subprocess.run(
-        [*torchrun, "recorder.py", "--resume", checkpoint, "--total-timesteps", "96"],
-        cwd=tmp_path,
-        env=test_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    second = torchrun("recorder.py", "--resume", checkpoint, "--total-timesteps", "96", cwd=tmp_path)
     assert_ok(second)
     rank0, rank1 = (torch.load(tmp_path / f"resumed{rank}.pt") for rank in range(2))
     assert_same_tensors(rank0, saved["model"])
