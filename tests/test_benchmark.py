@@ -1448,6 +1448,20 @@ def test_the_committed_report_regenerates_from_the_committed_event_files(tmp_pat
     assert len(committed) >= 3 and tables((tmp_path / f"{game}.md").read_text()) == committed
 
 
+def test_the_committed_procgen_report_regenerates_from_the_kept_files(tmp_path):
+    """benchmark/results/procgen.md is made by `REPORT=1 bash benchmark/long_runs.sh` from the files committed in
+    benchmark/results/long_runs: made again from them, its tables are the same, row for row."""
+    # KEPT as relative to the repository as in the committed report's links
+    assert_ok(run_sweep("long_runs.sh", Path("benchmark/results/long_runs"), EVALS=str(tmp_path), REPORT="1"))
+
+    def tables(text):
+        text = text[text.index("## Against the published curves") :]
+        return [line for line in text.splitlines() if line.startswith("| ")]
+
+    committed = tables((REPO / "benchmark" / "results" / "procgen.md").read_text())
+    assert len(committed) >= 10 and tables((tmp_path / "procgen.md").read_text()) == committed
+
+
 @pytest.mark.parametrize("game, at_least", [("pong", 5), ("breakout", 1)])
 def test_the_committed_evaluations_add_up_and_the_report_quotes_them(game, at_least):
     """Each committed evaluation record (benchmark/results/{pong,breakout}/eval_*.txt: a header, then the script's
@@ -1632,7 +1646,8 @@ if args.eval_checkpoint is not None:
     film.close()
     for episode in range(args.eval_episodes):
         print(f"eval episode {episode}: return {episode:.2f}")
-    print(f"{args.env_id}: mean return {(args.eval_episodes - 1) / 2:.2f} over {args.eval_episodes} episodes")
+    mean, std = (args.eval_episodes - 1) / 2, ((args.eval_episodes**2 - 1) / 12) ** 0.5  # of 0, 1, ..., n - 1
+    print(f"{args.env_id}: mean return {mean:.2f} +- {std:.2f} over {args.eval_episodes} episodes")
     sys.exit(0)
 write_run(Path("runs"), args.env_id, args.exp_name, args.seed, stamp, args.total_timesteps,
           [1.0, 2.0, 3.0], (10.0, 20.0), 5.0, args={"script": script.name, **dataclasses.asdict(args)})
@@ -2154,7 +2169,8 @@ def test_long_runs_sh_runs_each_game_to_its_step_then_the_lstm_and_keeps_the_run
     """benchmark/long_runs.sh with the fake trainer: starpilot, bigfish and bossfight with ppo_procgen.py's defaults
     (25M, a checkpoint every 5 iterations), then ppo_atari_lstm.py on Breakout to 10M; a game whose checkpoint has
     reached UNTIL is not run again but evaluated, once: 100 episodes, their output below a header with the step and
-    the command, and the first episode as a GIF; KEEP=1 keeps the runs; an unknown run is refused in one line."""
+    the command, and the first episode as a GIF; KEEP=1 keeps the runs; REPORT=1 makes the procgen report from the
+    kept runs, quoting the evaluation; an unknown run, or an argument, is refused in one line."""
     import torch
     from PIL import Image
 
@@ -2177,7 +2193,7 @@ def test_long_runs_sh_runs_each_game_to_its_step_then_the_lstm_and_keeps_the_run
     assert evaluation[3] == f"#   python {command}"
     episodes = [line for line in evaluation if line.startswith("eval episode ")]
     assert episodes[0] == "eval episode 0: return 0.00" and len(episodes) == 100
-    assert "starpilot: mean return 49.50 over 100 episodes" in evaluation
+    assert "starpilot: mean return 49.50 +- 28.87 over 100 episodes" in evaluation
     assert Image.open(evals / "procgen" / "starpilot_seed1_eval.gif").n_frames == 30
     # evaluated at that step already
     assert_ok(run_sweep("long_runs.sh", kept, OUT=str(out), EVALS=str(evals), RUNS="starpilot"))
@@ -2188,8 +2204,22 @@ def test_long_runs_sh_runs_each_game_to_its_step_then_the_lstm_and_keeps_the_run
 
     assert_ok(run_sweep("long_runs.sh", kept, OUT=str(out), KEEP="1"))
     assert kept_files(kept) == kept_files(out)
+    assert_ok(run_sweep("long_runs.sh", kept, OUT=str(out), EVALS=str(evals), REPORT="1"))
+    report = (evals / "procgen.md").read_text()
+    assert report.startswith("# Procgen (easy): ppo_procgen.py against train-procgen's runs\n")
+    evaluated = "Evaluated: starpilot at step 5,013,504, 49.50 ± 28.87 over 100 episodes of its stochastic policy"
+    assert evaluated in report
+    for link in ("procgen/eval_starpilot_seed1.txt", "procgen/starpilot_seed1_eval.gif"):
+        assert f"]({link})" in report and (evals / link).is_file()
+    # the fake's runs of bigfish and bossfight (starpilot's parked run is a checkpoint alone), beside train-procgen's
+    assert table_row(report, "bigfish", "5M")[2:] == ["1", "—", "9.26 / 8.24 / 9.16", "8.89 ± 0.46"]
+    assert table_row(report, "bossfight", "5M")[2:] == ["1", "—", "8.29 / 8.26 / 8.61", "8.39 ± 0.16"]
     proc = run_sweep("long_runs.sh", kept, OUT=str(out), RUNS="pong")
     assert proc.returncode == 2 and "unknown run 'pong'" in proc.stderr
+    proc = subprocess.run(
+        ["bash", str(REPO / "benchmark" / "long_runs.sh"), "REPORT=1"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and "takes no arguments, got 'REPORT=1'" in proc.stderr
 
 
 def test_long_runs_sh_stops_a_game_once_its_checkpoint_reaches_until(tmp_path):
