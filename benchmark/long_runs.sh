@@ -25,7 +25,9 @@
 # 81,920 steps; every 100 for the LSTM, 102,400 steps) when this is started again; a stop comes at the end of the
 # iteration under way (up to 3 min for procgen on a CPU: --grace gives it that). At the end of every session in which
 # a run is unfinished: stop it, KEEP=1 and REPORT=1 bash benchmark/long_runs.sh, and commit $KEPT and the report (one
-# path per run, overwritten).
+# path per run, overwritten). Started in the background (setsid ... &), it is stopped through its runner:
+# `kill -INT $(pgrep -f benchmark/run.py)`; during an evaluation there is none: `pkill -f -- --eval-checkpoint` ends
+# it, and it is made again the next time (nothing of it is written before it ends).
 # A procgen run parked at UNTIL keeps its optimizer's state, so that it goes on towards 25M as if never stopped; a
 # done run keeps only its weights. Started on a new machine, this copies the kept files back into $OUT first.
 set -euo pipefail
