@@ -27,7 +27,7 @@
 # a run is unfinished: stop it, KEEP=1 and REPORT=1 bash benchmark/long_runs.sh, and commit $KEPT and the report (one
 # path per run, overwritten). Started in the background (setsid ... &), it is stopped through its runner:
 # `kill -INT $(pgrep -f benchmark/run.py)`; during an evaluation there is none: `pkill -f -- --eval-checkpoint` ends
-# it, and it is made again the next time (nothing of it is written before it ends).
+# it, and it is made again the next time (its record and GIF are written only once it has ended).
 # A procgen run parked at UNTIL keeps its optimizer's state, so that it goes on towards 25M as if never stopped; a
 # done run keeps only its weights. Started on a new machine, this copies the kept files back into $OUT first.
 set -euo pipefail
