@@ -855,11 +855,14 @@ class Report:
         wanted = {(tuple(s.get("words") or shlex.split(s["command"])), s["env_id"]) for s in states}
         return sorted({seed for (words, env_id, seed) in self.sweep if (words, env_id) in wanted})
 
-    def problems(self):
-        """[(state, what happened)] for each run of the sweep that is not in the table's runs."""
+    def problems(self, shown=()):
+        """[(state, what happened)] for each run of the sweep that is in no table: not among the arms' runs, nor an
+        unfinished run of the names in shown (the published comparison's, which says how far each has got)."""
         out = []
         for state in self.sweep.values():
             status = state.get("status")
+            if status not in ("failed", "done") and set(state.get("run_names", [])) & set(shown):
+                continue
             if status == "failed":
                 why = f"failed (exit {state.get('returncode')}): {state.get('error', '')}"
             elif status != "done":
@@ -889,11 +892,14 @@ def render(report, ref_rows, args, image_links, runs_link=None, published=None):
     lines = [f"# {args.title}", ""]
     lines += [f"{note}  " for note in args.note]
     read = all_runs + [run for run, _ in report.left_out]  # every run of the Runs table at the end
+    # the runs of the published comparison (unfinished ones included: it says how far each has got)
+    in_published = [run["name"] for runs in published[0].values() for run in runs] if published else []
     if read:
         first = min(r["wall_start"] for r in read)
         final = max(r["wall_end"] for r in read)
         when = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
-        left = f" ({len(report.left_out)} of them left out of the tables, see Runs)" if report.left_out else ""
+        left_out = [run for run, _ in report.left_out if run["name"] not in in_published]
+        left = f" ({len(left_out)} of them left out of the tables, see Runs)" if left_out else ""
         lines.append(f"Runs: {len(read)} from `{args.runs}`{left}, logged {when(first)} to {when(final)}.  ")
     if published:  # --published-curves: that section first, then the arms (none before a run has finished)
         lines += published_lines(*published, args, report.by_name)
@@ -1011,7 +1017,7 @@ def render(report, ref_rows, args, image_links, runs_link=None, published=None):
             lines += ["", "## Over all envs (rliable)", ""]
             lines.append(f"IQM and probability of improvement: {note}.")
 
-    problems = report.problems()
+    problems = report.problems(shown=in_published)
     if problems:
         lines += [
             "",

@@ -1462,11 +1462,11 @@ def test_the_committed_procgen_report_regenerates_from_the_kept_files(tmp_path):
     assert len(committed) >= 10 and tables((tmp_path / "procgen.md").read_text()) == committed
 
 
-@pytest.mark.parametrize("game, at_least", [("pong", 5), ("breakout", 1)])
+@pytest.mark.parametrize("game, at_least", [("pong", 5), ("breakout", 1), ("procgen", 1)])
 def test_the_committed_evaluations_add_up_and_the_report_quotes_them(game, at_least):
-    """Each committed evaluation record (benchmark/results/{pong,breakout}/eval_*.txt: a header, then the script's
-    output) ends each of its commands' outputs with the mean and population std of the games printed above it, and
-    the game's report (benchmark/results/pong.md, breakout.md) quotes each of these as 'mean ± std over N games'."""
+    """Each committed evaluation record (benchmark/results/{pong,breakout,procgen}/eval_*.txt: a header, then the
+    script's output) ends each of its commands' outputs with the mean and population std of the episodes printed above
+    it, and the family's report (benchmark/results/pong.md, breakout.md, procgen.md) quotes each as 'mean ± std over N'."""
     records = sorted((REPO / "benchmark" / "results" / game).glob("eval_*.txt"))
     report = (REPO / "benchmark" / "results" / f"{game}.md").read_text()
     assert len(records) >= at_least
@@ -1511,7 +1511,9 @@ def test_report_published_curves_give_our_last_100_mean_at_each_step_beside_each
     100,000, and a CSV of two published runs of starpilot and bigfish. At each --at step, ours must be the mean of
     the last 100 returns logged at or before it as numpy takes it from the episode list (fewer before 100 have ended,
     none before the first), a step past 30,000 says how far the run is; theirs the value of the last row at or before
-    it; bigfish, not run, says so and gets no plot. No table of arms follows: no run has finished."""
+    it; bigfish, not run, says so and gets no plot. No table of arms follows: no run has finished. With the sweep's
+    state files (--sweep), the unfinished starpilot run, in the tables, is neither "left out" nor a missing run; a
+    failed bigfish run is."""
     rng = np.random.default_rng(1)
     steps = np.sort(rng.integers(1, 300, 250)) * 100
     returns = rng.integers(0, 30, 250).astype(float)
@@ -1529,13 +1531,21 @@ def test_report_published_curves_give_our_last_100_mean_at_each_step_beside_each
     ]
     csv_path = tmp_path / "published.csv"
     csv_path.write_text("# made up\ngame,step,run0,run1\n" + "\n".join(rows) + "\n")
+    sweep = tmp_path / "state"
+    sweep.mkdir()
+    (sweep / "a.json").write_text(state("interrupted", 1, [folder.name], "python ppo_procgen.py", "starpilot"))
+    (sweep / "b.json").write_text(state("failed", 1, [], "python ppo_procgen.py", "bigfish", returncode=1, error="x"))
     at = [50, int(steps[39]), int(steps[180]), 30_000, 30_001]
     proc = run_report(
-        tmp_path, "--runs", runs, "--last", 100, "--published-curves", csv_path, "--at", *at, "--out", tmp_path / "pg"
+        tmp_path,
+        *("--runs", runs, "--sweep", sweep, "--last", 100, "--published-curves", csv_path, "--at", *at),
+        *("--out", tmp_path / "pg"),
     )
     assert_ok(proc)
     text = (tmp_path / "pg.md").read_text()
     assert "## Against the published curves" in text and "## Arms" not in text and "| env | arm |" not in text
+    assert "left out of the tables" not in text and "Runs the sweep asked for that are not in the table (1)" in text
+    assert table_row(text, "bigfish", "1")[3] == "failed (exit 1): x" and "| starpilot | 1 |" not in text
 
     def ours(step):
         done = returns[steps <= step][-100:]
