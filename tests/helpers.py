@@ -220,6 +220,19 @@ def assert_orthogonal(weight, gain, name=""):
     np.testing.assert_allclose(singular_values, gain, rtol=1e-5, err_msg=name)
 
 
+def assert_mlp_init(agent):
+    """[C2] the two 2 x 64 tanh MLPs of the vector-observation agents: orthogonal weights, gain sqrt(2) for the hidden
+    layers, 0.01 for the policy's output, 1 for the value's; biases 0. Returns the layers by name."""
+    expected = {"actor.0": np.sqrt(2), "actor.2": np.sqrt(2), "actor.4": 0.01}
+    expected |= {"critic.0": np.sqrt(2), "critic.2": np.sqrt(2), "critic.4": 1.0}
+    layers = {name: m for name, m in agent.named_modules() if isinstance(m, torch.nn.Linear)}
+    assert set(layers) == set(expected)
+    for name, gain in expected.items():
+        assert_orthogonal(layers[name].weight, gain, name)
+        assert torch.all(layers[name].bias == 0), name
+    return layers
+
+
 def assert_annealed_lr(scalars, learning_rate, iterations):
     """[C4] the logged learning rate of iteration i (of n) is learning_rate * (1 - (i - 1) / n): annealed linearly to
     the 0 it would reach one iteration after the end, checked by value."""

@@ -1465,8 +1465,9 @@ def test_the_committed_procgen_report_regenerates_from_the_kept_files(tmp_path):
 @pytest.mark.parametrize("game, at_least", [("pong", 5), ("breakout", 1), ("procgen", 1)])
 def test_the_committed_evaluations_add_up_and_the_report_quotes_them(game, at_least):
     """Each committed evaluation record (benchmark/results/{pong,breakout,procgen}/eval_*.txt: a header, then the
-    script's output) ends each of its commands' outputs with the mean and population std of the episodes printed above
-    it, and the family's report (benchmark/results/pong.md, breakout.md, procgen.md) quotes each as 'mean ± std over N'."""
+    script's output) ends each of its commands' outputs with the mean and population std of the episodes printed
+    above it, and the family's report (benchmark/results/pong.md, breakout.md, procgen.md) quotes each as
+    'mean ± std over N'."""
     records = sorted((REPO / "benchmark" / "results" / game).glob("eval_*.txt"))
     report = (REPO / "benchmark" / "results" / f"{game}.md").read_text()
     assert len(records) >= at_least
