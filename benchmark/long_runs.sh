@@ -66,6 +66,7 @@ report() {  # the procgen report from the kept runs, against train-procgen's, wi
     python benchmark/report.py --runs "$KEPT/runs" --sweep "$KEPT/state_procgen" --last 100 \
         --published-curves benchmark/train_procgen.csv --out "$EVALS/procgen" \
         --title "Procgen (easy): ppo_procgen.py against train-procgen's runs" \
+        "${notes[@]}" \
         --note "Report: \`REPORT=1 bash benchmark/long_runs.sh\` (benchmark/report.py on the kept files)." \
         --note "Training: \`bash benchmark/long_runs.sh\`: ppo_procgen.py with its defaults (easy, all levels, 64 envs \
 x 256 steps, 8 mini-batches, 3 epochs, learning rate 5e-4 constant, gamma 0.999, 25M total), seed 1, on starpilot, \
@@ -77,7 +78,6 @@ the hyperparameters of its train_procgen/train.py, which ppo_procgen.py's defaul
 ours envpool's; 3 runs a game, easy, all levels, to 50M steps), their eprewmean as \`python benchmark/train_procgen.py\` \
 extracted it. Their own plots (train_procgen/graph.py) leave out each run's first 10 updates and smooth with an EMA of \
 0.9; the figures here are not smoothed." \
-        "${notes[@]}" \
         --note "Earlier: one 1M-step starpilot run before the fidelity changes ([procgen_scaled.md](procgen_scaled.md)); \
 the CPU time of the IMPALA CNN in NCHW and channels_last memory ([docs/speed.md](../../docs/speed.md#cnn-memory-layout))."
 }

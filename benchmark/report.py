@@ -706,8 +706,8 @@ def published_runs(report, games):
 
 
 def published_lines(ours, curves, source, image_links, args, by_name):
-    """The section of --published-curves: per game and --at step, our runs' return beside each published run's; per
-    run of ours, its steps so far, its speed and its machine; the figures."""
+    """The section of --published-curves: per game and --at step, our runs' return beside each published run's; the
+    figures; per run of ours, its steps so far, its speed and its machine."""
     ddof = 0 if args.std == "population" else 1
     names = list(next(iter(curves.values()))[1])
     lines = [
@@ -739,6 +739,8 @@ def published_lines(ours, curves, source, image_links, args, by_name):
                 f"| {' / '.join(cells) or '—, not run yet'} | {' / '.join(map(fmt_num, theirs))} "
                 f"| {fmt_mean_std(*mean_std(theirs, ddof))} |"
             )
+    if image_links:
+        lines += [""] + [f"![{env_id}]({link})" for env_id, link in image_links]
     lines += [
         "",
         "Our runs: steps/s over the whole run is its steps so far over its training time (the wall-clock while its "
@@ -763,8 +765,6 @@ def published_lines(ours, curves, source, image_links, args, by_name):
             f"| {f'{np.median(sps):.0f} ({sps.min():.0f}–{sps.max():.0f})' if len(sps) else '—'} "
             f"| {machine or 'not recorded'} |"
         )
-    if image_links:
-        lines += [""] + [f"![{env_id}]({link})" for env_id, link in image_links]
     return lines
 
 
@@ -889,8 +889,9 @@ def render(report, ref_rows, args, image_links, runs_link=None, published=None):
     std_name = "population std, ddof=0" if args.std == "population" else "sample std, ddof=1"
     ddof = 0 if args.std == "population" else 1
     all_runs = report.shown
-    lines = [f"# {args.title}", ""]
-    lines += [f"{note}  " for note in args.note]
+    lines = [f"# {args.title}"]
+    # what the report is made of: the notes, then the runs read
+    about = [f"{note}  " for note in args.note]
     read = all_runs + [run for run, _ in report.left_out]  # every run of the Runs table at the end
     # the runs of the published comparison (unfinished ones included: it says how far each has got)
     in_published = [run["name"] for runs in published[0].values() for run in runs] if published else []
@@ -900,10 +901,13 @@ def render(report, ref_rows, args, image_links, runs_link=None, published=None):
         when = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
         left_out = [run for run, _ in report.left_out if run["name"] not in in_published]
         left = f" ({len(left_out)} of them left out of the tables, see Runs)" if left_out else ""
-        lines.append(f"Runs: {len(read)} from `{args.runs}`{left}, logged {when(first)} to {when(final)}.  ")
-    if published:  # --published-curves: that section first, then the arms (none before a run has finished)
+        about.append(f"Runs: {len(read)} from `{args.runs}`{left}, logged {when(first)} to {when(final)}.  ")
+    if published:  # --published-curves: that section opens the report, then the notes, then the arms (once finished)
         lines += published_lines(*published, args, report.by_name)
+        lines += ["", "## Notes", ""] + about
         lines += ["", "## Arms", ""] if report.groups else []
+    else:
+        lines += [""] + about
     # the table of arms, after a line on what its columns hold
     arms = [
         f"Return: per run, the mean of its last {args.last} episodic returns (fewer where fewer exist: the cell says "

@@ -1512,9 +1512,9 @@ def test_report_published_curves_give_our_last_100_mean_at_each_step_beside_each
     100,000, and a CSV of two published runs of starpilot and bigfish. At each --at step, ours must be the mean of
     the last 100 returns logged at or before it as numpy takes it from the episode list (fewer before 100 have ended,
     none before the first), a step past 30,000 says how far the run is; theirs the value of the last row at or before
-    it; bigfish, not run, says so and gets no plot. No table of arms follows: no run has finished. With the sweep's
-    state files (--sweep), the unfinished starpilot run, in the tables, is neither "left out" nor a missing run; a
-    failed bigfish run is."""
+    it; bigfish, not run, says so and gets no plot. The report opens with that table and the figure; our runs' table,
+    then the notes follow, and no table of arms: no run has finished. With the sweep's state files (--sweep), the
+    unfinished starpilot run, in the tables, is neither "left out" nor a missing run; a failed bigfish run is."""
     rng = np.random.default_rng(1)
     steps = np.sort(rng.integers(1, 300, 250)) * 100
     returns = rng.integers(0, 30, 250).astype(float)
@@ -1545,6 +1545,10 @@ def test_report_published_curves_give_our_last_100_mean_at_each_step_beside_each
     assert_ok(proc)
     text = (tmp_path / "pg.md").read_text()
     assert "## Against the published curves" in text and "## Arms" not in text and "| env | arm |" not in text
+    # it opens with the comparison and its figure; the notes and the runs read follow
+    assert text.splitlines()[2] == "## Against the published curves"
+    assert text.index("| starpilot | 50 |") < text.index("![starpilot]") < text.index("Our runs:")
+    assert text.index("Our runs:") < text.index("## Notes") < text.index("Runs: 1 from")
     assert "left out of the tables" not in text and "Runs the sweep asked for that are not in the table (1)" in text
     assert table_row(text, "bigfish", "1")[3] == "failed (exit 1): x" and "| starpilot | 1 |" not in text
 
