@@ -76,8 +76,7 @@ class Args:
     """path of a checkpoint (runs/{run_name}/{exp_name}.pt): continue that run, in its folder, with its arguments"""
 
     env_id: str = "Jumanji/JobShop-v0"
-    """envpool id of an env with MultiDiscrete actions (Jumanji/JobShop-v0, Jumanji/RobotWarehouse-v0, ...), or a
-    Gym-μRTS 0.2.0 id (MicrortsMining-v1, MicrortsAttackShapedReward-v1, MicrortsRandomEnemyShapedReward3-v1, ...)"""
+    """an envpool id with MultiDiscrete actions (Jumanji/JobShop-v0, ...) or a Gym-μRTS id (MicrortsMining-v1, ...)"""
     total_timesteps: int = 500000
     """env steps to train for, summed over all envs (1e5 to 1e7)"""
     learning_rate: float = 2.5e-4

@@ -72,8 +72,7 @@ class Args:
     """path of a checkpoint (runs/{run_name}/{exp_name}.pt): continue that run, in its folder, with its arguments"""
 
     env_id: str = "starpilot"
-    """the procgen game: bigfish, bossfight, caveflyer, chaser, climber, coinrun, dodgeball, fruitbot, heist, jumper,
-    leaper, maze, miner, ninja, plunder, starpilot"""
+    """the procgen game: starpilot, bigfish, bossfight, coinrun, ... (PROCGEN_GAMES: 16; a wrong name lists them)"""
     distribution_mode: str = "easy"
     """the game's level distribution: easy, hard (all games), or memory, exploration, extreme (some games)"""
     total_timesteps: int = 25000000

@@ -120,6 +120,20 @@ def test_written_plainly_no_comment_on_a_def_line_and_no_backslash_continuation(
     assert not continued, continued
 
 
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_flag_has_a_one_line_help_text(script):
+    """Each field of Args is followed by its docstring, which tyro shows as the flag's help; on one line, since tyro
+    keeps a docstring's line breaks and --help would show a ragged line."""
+    (args,) = [node for node in ast.parse((REPO / script).read_text()).body if getattr(node, "name", "") == "Args"]
+    helps = {}
+    for field, after in zip(args.body, args.body[1:] + [None]):
+        if isinstance(field, ast.AnnAssign):
+            text = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) else None
+            helps[field.target.id] = text
+    assert len(helps) >= 30 and all(helps.values()), [name for name, text in helps.items() if not text]
+    assert not [name for name, text in helps.items() if "\n" in text]
+
+
 @pytest.mark.parametrize("seconds", [1, 25, 30])
 def test_the_progress_line_every_twentieth_of_the_run_and_at_least_once_a_minute(
     seconds, tmp_path, monkeypatch, capsys
