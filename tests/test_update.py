@@ -483,6 +483,15 @@ def train_compiled(script, cwd, backend, **overrides):
     return graphs, dict(counters["graph_break"]), model
 
 
+def assert_same_losses(run_dir, scalars, names):
+    """The losses/<name> a run logged in run_dir equal those of scalars (another run's), to float rounding."""
+    logged = read_scalars(run_dir)
+    for name in names:
+        ours = [value for _, value in logged[f"losses/{name}"]]
+        theirs = [value for _, value in scalars[f"losses/{name}"]]
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def calls(graph, name):
     """Whether an FX graph calls a function or method whose name holds `name` (linear, conv2d, clamp)."""
     return any(name in str(node.target) for node in graph.graph.nodes if node.op.startswith("call_"))
@@ -506,15 +515,7 @@ def test_compile_computes_what_the_default_computes(tiny_run, tmp_path, script, 
         assert not breaks and len(graphs) == 1
         assert calls(graphs[0], "linear") and calls(graphs[0], "clamp")
         assert calls(graphs[0], "conv2d") == ("atari" in script or "procgen" in script)
-    scalars = read_scalars(model.parent)
-    for name in STATS + ["explained_variance"]:
-        np.testing.assert_allclose(
-            [v for _, v in scalars[f"losses/{name}"]],
-            [v for _, v in eager.scalars[f"losses/{name}"]],
-            rtol=1e-5,
-            atol=1e-6,
-            err_msg=name,
-        )
+    assert_same_losses(model.parent, eager.scalars, STATS + ["explained_variance"])
     ours, theirs = torch.load(model, weights_only=True)["model"], torch.load(eager.model, weights_only=True)["model"]
     assert ours.keys() == theirs.keys()
     for key in theirs:
@@ -527,7 +528,8 @@ def test_compile_with_anneal_clip_compiles_once(tmp_path):
     """[X1] --anneal-clip's clip range changes every iteration: with --compile it goes in as a tensor, since dynamo
     compiles a graph anew for each value of a float handed to torch.clamp (and after 8, runs eager code). One graph
     for three iterations, the same losses as without --compile."""
-    (tmp_path / "compiled").mkdir(), (tmp_path / "eager").mkdir()
+    (tmp_path / "compiled").mkdir()
+    (tmp_path / "eager").mkdir()
     graphs, breaks, model = train_compiled(
         "ppo.py", tmp_path / "compiled", "aot_eager", anneal_clip=True, total_timesteps=48
     )
@@ -535,12 +537,4 @@ def test_compile_with_anneal_clip_compiles_once(tmp_path):
     eager = train("ppo.py", tmp_path / "eager", anneal_clip=True, total_timesteps=48)
     # annealed
     assert [call["coefs"][0] for call in eager.calls[::4]] == pytest.approx([0.15, 0.1, 0.05])
-    scalars = read_scalars(model.parent)
-    for name in STATS:
-        np.testing.assert_allclose(
-            [v for _, v in scalars[f"losses/{name}"]],
-            [v for _, v in eager.scalars[f"losses/{name}"]],
-            rtol=1e-5,
-            atol=1e-6,
-            err_msg=name,
-        )
+    assert_same_losses(model.parent, eager.scalars, STATS)
