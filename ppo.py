@@ -427,7 +427,8 @@ def main(args: Args) -> None:
                 with torch.inference_mode():  # like no_grad, with less bookkeeping per op
                     # log-probs and values come after the loop
                     action = agent.get_action(to_torch(next_obs))
-                actions[step] = action = action.cpu().numpy()
+                action = action.cpu().numpy()
+                actions[step] = action
 
                 next_obs, reward, terminations, truncations, infos = envs.step(action)
                 # [C5] truncation ends the episode, as in baselines

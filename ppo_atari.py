@@ -527,7 +527,8 @@ def main(args: Args) -> None:
                     # [A8] unlike ppo.py, per step: the trunk is shared, so the value comes with the action for free
                     action, logprob, _, value = agent.get_action_and_value(to_torch(next_obs, torch.uint8))
                     values[step] = value.flatten()
-                actions[step] = action = action.cpu().numpy()
+                action = action.cpu().numpy()
+                actions[step] = action
                 logprobs[step] = logprob
 
                 next_obs, reward, terminations, truncations, infos = envs.step(action)

@@ -575,7 +575,8 @@ def main(args: Args) -> None:
                         to_torch(next_obs, torch.uint8), next_lstm_state, to_torch(next_done)
                     )
                     values[step] = value.flatten()
-                actions[step] = action = action.cpu().numpy()
+                action = action.cpu().numpy()
+                actions[step] = action
                 logprobs[step] = logprob
 
                 next_obs, reward, terminations, truncations, infos = envs.step(action)

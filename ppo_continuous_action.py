@@ -534,7 +534,8 @@ def main(args: Args) -> None:
                 with torch.inference_mode():  # like no_grad, with less bookkeeping per op
                     # log-probs and values come after the loop
                     action = agent.get_action(to_torch(next_obs))
-                actions[step] = action = action.cpu().numpy()
+                action = action.cpu().numpy()
+                actions[step] = action
 
                 # [M5] the env gets the action clipped to its bounds; actions[step] keeps the unclipped sample
                 env_action = np.clip(action, action_low, action_high)

@@ -668,7 +668,8 @@ def main(args: Args) -> None:
                 with torch.inference_mode():  # like no_grad, with less bookkeeping per op
                     # log-probs and values come after the loop
                     action = agent.get_action(to_torch(next_obs))
-                actions[step] = action = action.cpu().numpy()
+                action = action.cpu().numpy()
+                actions[step] = action
                 invalid_actions += (~np.take_along_axis(next_mask, offsets + action, axis=1)).sum()
 
                 next_obs, reward, terminations, truncations, infos = envs.step(action)
