@@ -9,6 +9,7 @@
 #   bash benchmark/breakout.sh                            # every run not done, in that order
 #   RUNS=envpool SEEDS=1 bash benchmark/breakout.sh       # only ppo_atari_envpool.py, seed 1
 #   KEEP=1 bash benchmark/breakout.sh                     # copy what $OUT holds into $KEPT, to commit (see below)
+#   REPORT=1 bash benchmark/breakout.sh                   # the report from the kept files: $KEPT.md
 #
 # Time: envpool ran at ~500 steps/s on both cores of an Intel Xeon (AVX-512) with nothing beside it (331 with tests
 # beside it; 2026-11-29), 200-400 on others (docs/speed.md): 6-14 hours a run, over several sessions. One run at a
@@ -23,10 +24,8 @@
 # beside the report, as Pong's):
 #   cd $OUT && python ../../../ppo_atari_envpool.py --env-id Breakout-v5 \
 #       --eval-checkpoint runs/<run>/ppo_atari_envpool.pt --eval-episodes 10 --capture-video
-# The report, from the files kept (leave out a state folder not made):
-#   python benchmark/report.py --runs benchmark/results/breakout/runs --sweep benchmark/results/breakout/state_* \
-#       --thresholds 100 200 300 400 --window-steps 1000000 --out benchmark/results/breakout \
-#       --title "Breakout: 10M steps" --note "Command: bash benchmark/breakout.sh"
+# The report (report, below) holds these runs, benchmark/long_runs.sh's ppo_atari_lstm.py run on the same game (kept
+# in $LONG) and each evaluation record in $KEPT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-10000000}
@@ -35,11 +34,45 @@ RUNS=${RUNS:-envpool atari}
 SEEDS=${SEEDS:-1 2 3}
 OUT=${OUT:-benchmark/out/breakout}
 KEPT=${KEPT:-benchmark/results/breakout}
+LONG=${LONG:-benchmark/results/long_runs}  # the files benchmark/long_runs.sh keeps
+REPORT_OUT=${REPORT_OUT:-$KEPT}  # the report: $REPORT_OUT.md, its plots in $REPORT_OUT/
 COMMON="--total-timesteps $STEPS --save-model --checkpoint-every 100"
 
 source benchmark/keep.sh
+
+report() {  # the report from the kept runs, long_runs.sh's LSTM run among them, with each evaluation record
+    local runs=("$KEPT/runs") sweeps=("$KEPT"/state_*) notes=() record label script
+    if [ -d "$LONG/state_lstm" ]; then
+        runs+=("$LONG/runs")
+        sweeps+=("$LONG/state_lstm")
+    fi
+    for record in "$KEPT"/eval_*.txt; do
+        [ -e "$record" ] || continue
+        label=$(basename "$record" .txt)
+        label=${label#eval_}
+        # the record's first line: "# <script>, <run>: ..."
+        script=$(head -n 1 "$record" | cut -d, -f1)
+        notes+=(--note "${script#\# } seed ${label##*_seed}, its final checkpoint in whole games (--eval-checkpoint): \
+$(eval_summary "$record") ([returns and command](${KEPT##*/}/eval_$label.txt); \
+[the first game](${KEPT##*/}/${label}_eval.gif)).")
+    done
+    python benchmark/report.py --runs "${runs[@]}" --sweep "${sweeps[@]}" --thresholds 100 200 300 400 \
+        --window-steps 1000000 --out "$REPORT_OUT" --title "Breakout: 10M steps" \
+        --note "Command: \`bash benchmark/breakout.sh\` (one run at a time, each script's defaults, no target; a run \
+stopped at the end of a session continues from its checkpoint with --resume, the pauses left out of Wall and training \
+time); ppo_atari_lstm.py's run: \`bash benchmark/long_runs.sh\`, the same way. Intel Xeon (AVX-512) or AMD EPYC \
+(AVX-512 or AVX2), 2 cores (each run's machine: Commands and machines). Done: ppo_atari_envpool.py seeds 1 \
+(2026-11-29), 2 (2026-12-02) and 3 (2026-12-04), ppo_atari.py seed 1 (2026-12-02)." \
+        --note "Report: \`REPORT=1 bash benchmark/breakout.sh\` (benchmark/report.py on the kept files)." \
+        "${notes[@]}"
+}
+
 if [ -n "${KEEP:-}" ]; then
     keep_runs "$OUT" "$KEPT"
+    exit 0
+fi
+if [ -n "${REPORT:-}" ]; then
+    report
     exit 0
 fi
 for name in $RUNS; do

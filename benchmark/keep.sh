@@ -73,6 +73,10 @@ evaluate_run() {  # evaluate_run OUT EVALS LABEL EPISODES FILTER CHECKPOINT (rel
     echo "evaluated: $evals/eval_$label.txt, $evals/${label}_eval.gif"
 }
 
+eval_summary() {  # eval_summary RECORD: the evaluation record's summary, as "415.50 ± 12.56 over 10 episodes"
+    sed -n 's/^.*: mean return \(.*\) +- \(.*\) over \(.*\) episodes$/\1 ± \2 over \3 episodes/p' "$1"
+}
+
 global_step() {  # global_step CHECKPOINT [,]: the step the checkpoint was saved at (with "," between thousands)
     local code='import sys, torch; step = torch.load(sys.argv[1], weights_only=True)["global_step"]'
     python -c "$code; print(format(step, sys.argv[2]))" "$1" "${2:-}"

@@ -9,7 +9,8 @@
 # The published figures: train-procgen's own runs at the same steps (benchmark/train_procgen.csv, extracted by
 # benchmark/train_procgen.py) and CleanRL's ppo_atari_lstm.py on Breakout, 128.92 ± 31.10 at 10M
 # (shared/reference-results.md). The procgen report, benchmark/results/procgen.md, is made from the kept files by
-# REPORT=1 (report, below), with each evaluation made so far.
+# REPORT=1 (report, below), with each evaluation made so far; the LSTM run is in the Breakout report,
+# benchmark/results/breakout.md (REPORT=1 bash benchmark/breakout.sh).
 # Each game parked at UNTIL, and the LSTM run once done, is then evaluated (evaluate_run, benchmark/keep.sh): its
 # agent plays 100 episodes (procgen: $EVALS/procgen/eval_<game>_seed1.txt) or 10 games (the LSTM, as the other
 # Breakout runs: $EVALS/breakout/eval_BreakoutNoFrameskip-v4_lstm_seed1.txt), the first one kept as a GIF.
@@ -59,7 +60,7 @@ report() {  # the procgen report from the kept runs, against train-procgen's, wi
         game=$(basename "$record" _seed1.txt)
         game=${game#eval_}
         step=$(sed -n 's/.*its checkpoint at step \([0-9,]*\),.*/\1/p' "$record")
-        summary=$(sed -n 's/^.*: mean return \(.*\) +- \(.*\) over \(.*\) episodes$/\1 ± \2 over \3 episodes/p' "$record")
+        summary=$(eval_summary "$record")
         notes+=(--note "Evaluated: $game at step $step, $summary of its stochastic policy, by --eval-checkpoint \
 ([returns and command](procgen/eval_${game}_seed1.txt); [the first episode](procgen/${game}_seed1_eval.gif)).")
     done

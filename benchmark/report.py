@@ -3,6 +3,7 @@
     python benchmark/report.py --runs runs                                   # print the tables
     python benchmark/report.py --runs runs --out benchmark/results/NAME      # write NAME.md and NAME/<env>.png
     python benchmark/report.py --runs runs --sweep benchmark/out/classic_control --out ...  # only a sweep's runs
+    python benchmark/report.py --runs runs other/runs ...                    # the runs of both folders together
 
 A run is what was run: its script and every resolved setting (from the run folder's args.json, else from the
 hyperparameters text the scripts log), env id and seed. Runs with the same script and settings but the seed form an
@@ -901,7 +902,8 @@ def render(report, ref_rows, args, image_links, runs_link=None, published=None):
         when = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
         left_out = [run for run, _ in report.left_out if run["name"] not in in_published]
         left = f" ({len(left_out)} of them left out of the tables, see Runs)" if left_out else ""
-        about.append(f"Runs: {len(read)} from `{args.runs}`{left}, logged {when(first)} to {when(final)}.  ")
+        roots = ", ".join(f"`{root}`" for root in args.runs)
+        about.append(f"Runs: {len(read)} from {roots}{left}, logged {when(first)} to {when(final)}.  ")
     if published:  # --published-curves: that section opens the report, then the notes, then the arms (once finished)
         lines += published_lines(*published, args, report.by_name)
         lines += ["", "## Notes", ""] + about
@@ -1078,7 +1080,12 @@ def render(report, ref_rows, args, image_links, runs_link=None, published=None):
 
 def parse_args(argv=None):
     parser = Parser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", default="runs", help="folder of TensorBoard run folders")
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        default=["runs"],
+        help="folders of TensorBoard run folders; several: their runs in one report (as a sweep's and a long run's)",
+    )
     parser.add_argument(
         "--out", default=None, help="write OUT.md and the plots OUT/<env>.png (default: print the table only)"
     )
@@ -1160,8 +1167,9 @@ def parse_args(argv=None):
         parser.error(f"--last must be positive, got {args.last}")
     if min(args.reps, args.rliable_reps) < 100:
         parser.error(f"--reps and --rliable-reps must be at least 100, got {args.reps} and {args.rliable_reps}")
-    if not Path(args.runs).is_dir():
-        parser.error(f"--runs {args.runs}: no such folder")
+    for root in args.runs:
+        if not Path(root).is_dir():
+            parser.error(f"--runs {root}: no such folder")
     if args.reference is not None and not Path(args.reference).is_file():
         parser.error(f"--reference {args.reference}: no such file")
     if args.include is not None:
@@ -1186,13 +1194,18 @@ def fail(message):
 
 def main(argv=None):
     args = parse_args(argv)
-    folders = find_runs(args.runs)
+    roots = " ".join(args.runs)
+    folders = [folder for root in args.runs for folder in find_runs(root)]
+    found = [name for _, name in folders]
+    twice = sorted({name for name in found if found.count(name) > 1})
+    if twice:
+        return fail(f"run folder {twice[0]} is under more than one of --runs {roots}")
     if not folders:
-        return fail(f"no TensorBoard runs (events.out.tfevents.*) under --runs {args.runs}")
+        return fail(f"no TensorBoard runs (events.out.tfevents.*) under --runs {roots}")
     if args.include is not None:
         matched = [(p, name) for p, name in folders if re.search(args.include, name)]
         if not matched:
-            return fail(f"--include {args.include!r} matches none of the {len(folders)} run folders under {args.runs}")
+            return fail(f"--include {args.include!r} matches none of the {len(folders)} run folders under {roots}")
         folders = matched
     sweep = None
     if args.sweep is not None:
@@ -1203,7 +1216,7 @@ def main(argv=None):
         folders = [(p, name) for p, name in folders if name in names]
         if recorded and not folders:
             return fail(
-                f"none of the {recorded} run folders the sweep recorded is under --runs {args.runs} (the "
+                f"none of the {recorded} run folders the sweep recorded is under --runs {roots} (the "
                 f"runs are in runs/ under the sweep's --cwd)"
             )
     runs = []
@@ -1215,7 +1228,7 @@ def main(argv=None):
         run["summary"] = summarize_run(run, args.last)
         runs.append(run)
     if not runs and not sweep:
-        return fail(f"none of the {len(folders)} run folders under {args.runs} has scalars")
+        return fail(f"none of the {len(folders)} run folders under {roots} has scalars")
     drop_unrecorded_settings(runs)
     groups, left_out = group_runs(runs)
     report = Report(groups, left_out, sweep, runs)

@@ -817,6 +817,28 @@ def test_report_plots_are_png(fake_runs, tmp_path):
     assert "![CartPole-v1](cc/CartPole-v1.png)" in text and "![ALE/Pong-v5](cc/ALE_Pong-v5.png)" in text
 
 
+def test_report_reads_several_runs_folders_as_one(tmp_path):
+    returns = {seed: np.arange(20.0) + 10 * seed for seed in (1, 2, 3)}
+    # seed 1 kept in one folder, seeds 2 and 3 in another (a long run kept apart from its sweep)
+    for seed, folder in ((1, "long"), (2, "sweep"), (3, "sweep")):
+        write_run(tmp_path / folder, "CartPole-v1", "ppo", seed, 100 + seed, 1000, returns[seed], (1.0, 2.0), 5.0)
+    proc = run_report(tmp_path, "--runs", "sweep", "long")
+    assert_ok(proc)
+    means = [returns[seed].mean() for seed in (1, 2, 3)]
+    assert table_row(proc.stdout, "CartPole-v1", "ppo.py", "1k")[3:5] == [
+        "3 (1,2,3)",
+        f"{np.mean(means):.2f} ± {np.std(means):.2f}",
+    ]
+    assert "Runs: 3 from `sweep`, `long`, logged " in proc.stdout
+    # the same run folder name in two of them: which to read is not for the report to guess
+    write_run(tmp_path / "long", "CartPole-v1", "ppo", 2, 102, 1000, returns[2], (1.0, 2.0), 5.0)
+    proc = run_report(tmp_path, "--runs", "sweep", "long")
+    assert proc.returncode == 1
+    message = "run folder CartPole-v1__ppo__2__102 is under more than one of --runs sweep long"
+    assert proc.stderr == f"report.py: error: {message}\n"
+    assert_usage_error(run_report(tmp_path, "--runs", "sweep", "nope"), "--runs nope: no such folder")
+
+
 def state(status, seed, run_names=(), command="python ppo.py", env_id="CartPole-v1", **fields):
     """A state file of benchmark/run.py, as its content."""
     return json.dumps(
@@ -1460,6 +1482,23 @@ def test_the_committed_procgen_report_regenerates_from_the_kept_files(tmp_path):
 
     committed = tables((REPO / "benchmark" / "results" / "procgen.md").read_text())
     assert len(committed) >= 10 and tables((tmp_path / "procgen.md").read_text()) == committed
+
+
+def test_the_committed_breakout_report_regenerates_from_the_kept_files(tmp_path):
+    """benchmark/results/breakout.md is made by `REPORT=1 bash benchmark/breakout.sh` from the files committed in
+    benchmark/results/breakout and long_runs.sh's in benchmark/results/long_runs: made again from them, its tables
+    are the same, row for row, and it quotes each evaluation record once."""
+    kept = Path("benchmark/results/breakout")
+    assert_ok(run_sweep("breakout.sh", kept, REPORT="1", REPORT_OUT=str(tmp_path / "breakout")))
+
+    def tables(text):
+        return [line for line in text.splitlines() if line.startswith("| ")]
+
+    committed = (REPO / "benchmark" / "results" / "breakout.md").read_text()
+    made = (tmp_path / "breakout.md").read_text()
+    assert len(tables(committed)) >= 10 and tables(made) == tables(committed)
+    for record in (REPO / "benchmark" / "results" / "breakout").glob("eval_*.txt"):
+        assert made.count(f"(breakout/{record.name})") == 1, record.name
 
 
 @pytest.mark.parametrize("game, at_least", [("pong", 5), ("breakout", 1), ("procgen", 1)])
