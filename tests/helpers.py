@@ -198,12 +198,21 @@ def run_dirs(cwd):
 
 
 def read_scalars(run_dir):
-    """All scalars of one TensorBoard run folder: {tag: [(step, value), ...]} in logged order."""
+    """All scalars of one TensorBoard run folder: {tag: [(step, value), ...]} in logged order. A run stopped and
+    resumed has an event file per part: they are read in the order they were started, not by name (two parts started
+    in the same second by one process are told apart by a counter that sorts as text: "10" before "9")."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})  # 0: keep every point
-    acc.Reload()
-    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+    parts = []
+    for path in Path(run_dir).glob("events.out.tfevents.*"):
+        part = EventAccumulator(str(path), size_guidance={"scalars": 0})  # 0: keep every point
+        part.Reload()
+        parts.append(part)
+    scalars = {}
+    for part in sorted(parts, key=lambda part: part.FirstEventTimestamp()):
+        for tag in part.Tags()["scalars"]:
+            scalars.setdefault(tag, []).extend((e.step, e.value) for e in part.Scalars(tag))
+    return scalars
 
 
 def read_every_metric(run_dir):
