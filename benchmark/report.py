@@ -81,16 +81,7 @@ def read_run(path, name):
     """One run folder -> dict with its identity (script, settings, env id, seed) and scalars {tag: (steps, values,
     wall_times)} as numpy arrays. The settings come from args.json (written by the scripts at start), else from the
     hyperparameters text they log; all values as text, as they were logged."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    # 0: keep every point
-    acc = EventAccumulator(str(path), size_guidance={"scalars": 0, "tensors": 0})
-    acc.Reload()
-    tags = acc.Tags()
-    scalars = {}
-    for tag in tags.get("scalars", []):
-        events = acc.Scalars(tag)
-        scalars[tag] = tuple(np.array(x, dtype=float) for x in zip(*[(e.step, e.value, e.wall_time) for e in events]))
+    scalars, texts, spans = read_events(path)
     params = {}
     try:
         params = json.loads((Path(path) / "args.json").read_text())
@@ -98,9 +89,8 @@ def read_run(path, name):
         params = {key: str(value) for key, value in params.items()}
     except (OSError, ValueError, AttributeError):
         # the scripts log their arguments as a Markdown table "|key|value|"
-        for tag in tags.get("tensors", []):
+        for tag, text in texts.items():
             if tag.startswith("hyperparameters"):
-                text = acc.Tensors(tag)[0].tensor_proto.string_val[0].decode()
                 rows = re.findall(r"^\|([^|]+)\|([^|]*)\|$", text, flags=re.M)
                 params = {key: value for key, value in rows if (key, value) not in (("param", "value"), ("-", "-"))}
         # there as text: "{'python': '3.11.7', 'torch': ...}"
@@ -118,7 +108,6 @@ def read_run(path, name):
         except (KeyError, ValueError):
             return from_name
 
-    spans = process_spans(path)
     run = {
         "path": path,
         "name": name,
@@ -133,7 +122,7 @@ def read_run(path, name):
         "wall_end": float(walls.max()) if len(walls) else math.nan,
         "spans": spans,  # per process (events file): the first and last wall time of its scalars
         # --target-return
-        "target_reached": any(tag.startswith("target_reached") for tag in tags.get("tensors", [])),
+        "target_reached": any(tag.startswith("target_reached") for tag in texts),
         "versions": library_versions(versions),
     }
     # runs without args.json: exp_name is the script's
@@ -146,21 +135,45 @@ def read_run(path, name):
     return run
 
 
-def process_spans(path):
-    """[(first, last)]: the wall times of the first and the last scalar of each events file of a run folder. Each
-    process of a run writes its own events file: a run stopped and continued with --resume has one per part."""
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+def read_events(path):
+    """A run folder's events files, read once, as TensorBoard shows them: the scalars {tag: (steps, values,
+    wall_times)} as numpy arrays, the first text logged under each text tag {tag: text}, and the spans [(first, last)]:
+    the wall times of the first and the last scalar of each events file. Each process of a run writes its own events
+    file (a run stopped and continued with --resume has one per part), read in name order as TensorBoard does; a
+    process that continued from a checkpoint wrote a restart mark at its first step, and the scalars that the earlier
+    parts logged from that step on are dropped, as TensorBoard drops them: the steps after their last checkpoint, run
+    again. A record cut short (a process killed while writing) ends its file."""
+    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
+    points = {}
+    texts = {}
     spans = []
     for file in sorted(Path(path).glob("events.out.tfevents.*")):
-        times = [
-            event.wall_time
-            for event in EventFileLoader(str(file)).Load()
-            if any(value.metadata.plugin_data.plugin_name == "scalars" for value in event.summary.value)
-        ]
+        data = file.read_bytes()
+        times = []
+        start = 0
+        # a TFRecord: the record's length (8 bytes), a checksum of it (4), the record, a checksum of it (4). The
+        # checksums are not checked: TensorBoard without TensorFlow checks them in pure Python, which is slow.
+        while start + 12 <= len(data):
+            length = int.from_bytes(data[start : start + 8], "little")
+            record = data[start + 12 : start + 12 + length]
+            if len(record) < length:
+                break
+            start += 16 + length
+            event = Event.FromString(record)
+            if event.session_log.status == SessionLog.START:
+                for tag, logged in points.items():
+                    points[tag] = [point for point in logged if point[0] < event.step]
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    points.setdefault(value.tag, []).append((event.step, value.simple_value, event.wall_time))
+                    times.append(event.wall_time)
+                elif value.metadata.plugin_data.plugin_name == "text":
+                    texts.setdefault(value.tag, value.tensor.string_val[0].decode())
         if times:
             spans.append((min(times), max(times)))
-    return spans
+    scalars = {tag: tuple(np.array(x, dtype=float) for x in zip(*logged)) for tag, logged in points.items() if logged}
+    return scalars, texts, spans
 
 
 def training_clock(spans, times):

@@ -1522,6 +1522,43 @@ def test_the_committed_evaluations_add_up_and_the_report_quotes_them(game, at_le
         assert summaries >= 1 and not games, record.name
 
 
+def test_read_events_reads_a_run_as_tensorboard_does(tmp_path):
+    """report.py reads events files itself, in one pass: on a run in three parts (the second and third continued from
+    checkpoints at steps 30 and 50, so TensorBoard hides the first part's steps 30-40 and the second's step 50, not its
+    text there), the first part's last record cut short (its process killed while writing), the scalars and the first
+    text of a tag are TensorBoard's own EventAccumulator's, and the spans are each part's first and last scalar wall
+    times (the hidden ones included: the process ran then)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    sys.path.insert(0, str(REPO / "benchmark"))
+    report = load_script("benchmark/report.py")
+    folder = tmp_path / "Pong-v5__ppo_atari_envpool__1__1000"
+    log_part(folder, [("episodic_return", step, step / 10, 100 + step) for step in (10, 20, 30, 40)])
+    first = next(folder.glob("events.out.tfevents.*"))
+    first.write_bytes(first.read_bytes()[:-5])
+    log_part(folder, [("SPS", step, step, 200 + step) for step in (31, 50)], purge_step=30, target_reached=True)
+    log_part(
+        folder,
+        [("episodic_return", step, -step, 300 + step) for step in (50, 60, 70)],
+        purge_step=50,
+        target_reached=True,
+    )
+    scalars, texts, spans = report.read_events(folder)
+
+    tensorboard = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 0})
+    tensorboard.Reload()
+    assert sorted(scalars) == sorted(tensorboard.Tags()["scalars"]) == ["charts/SPS", "charts/episodic_return"]
+    for tag, (steps, values, walls) in scalars.items():
+        events = tensorboard.Scalars(tag)
+        assert steps.tolist() == [e.step for e in events]
+        assert values.tolist() == [e.value for e in events] and walls.tolist() == [e.wall_time for e in events]
+    assert scalars["charts/episodic_return"][0].tolist() == [10, 20, 50, 60, 70]
+    assert scalars["charts/SPS"][0].tolist() == [31]
+    text = tensorboard.Tensors("target_reached/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert texts == {"target_reached/text_summary": text} and text == "step 50"
+    assert spans == [(110, 130), (231, 250), (350, 370)]
+
+
 def test_training_clock_counts_the_time_of_the_processes_only():
     """Spans 0-10 and 5-15 (overlapping: once) and 20-30: at 12 s, 12; at 17 (a pause), 15; at 25, 20; after, 25."""
     sys.path.insert(0, str(REPO / "benchmark"))
