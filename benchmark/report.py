@@ -142,7 +142,9 @@ def read_events(path):
     file (a run stopped and continued with --resume has one per part), read in name order as TensorBoard does; a
     process that continued from a checkpoint wrote a restart mark at its first step, and the scalars that the earlier
     parts logged from that step on are dropped, as TensorBoard drops them: the steps after their last checkpoint, run
-    again. A record cut short (a process killed while writing) ends its file."""
+    again. A record cut short (a process killed while writing) or unreadable (a damaged file) ends its file, as in
+    TensorBoard."""
+    from google.protobuf.message import DecodeError
     from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
     points = {}
@@ -160,7 +162,10 @@ def read_events(path):
             if len(record) < length:
                 break
             start += 16 + length
-            event = Event.FromString(record)
+            try:
+                event = Event.FromString(record)
+            except DecodeError:
+                break
             if event.session_log.status == SessionLog.START:
                 for tag, logged in points.items():
                     points[tag] = [point for point in logged if point[0] < event.step]

@@ -1525,9 +1525,9 @@ def test_the_committed_evaluations_add_up_and_the_report_quotes_them(game, at_le
 def test_read_events_reads_a_run_as_tensorboard_does(tmp_path):
     """report.py reads events files itself, in one pass: on a run in three parts (the second and third continued from
     checkpoints at steps 30 and 50, so TensorBoard hides the first part's steps 30-40 and the second's step 50, not its
-    text there), the first part's last record cut short (its process killed while writing), the scalars and the first
-    text of a tag are TensorBoard's own EventAccumulator's, and the spans are each part's first and last scalar wall
-    times (the hidden ones included: the process ran then)."""
+    text there), the first part's last record cut short (its process killed while writing) and the second's last one
+    unreadable (a damaged file), the scalars and the first text of a tag are TensorBoard's own EventAccumulator's, and
+    the spans are each part's first and last scalar wall times (the hidden ones included: the process ran then)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     sys.path.insert(0, str(REPO / "benchmark"))
@@ -1537,6 +1537,9 @@ def test_read_events_reads_a_run_as_tensorboard_does(tmp_path):
     first = next(folder.glob("events.out.tfevents.*"))
     first.write_bytes(first.read_bytes()[:-5])
     log_part(folder, [("SPS", step, step, 200 + step) for step in (31, 50)], purge_step=30, target_reached=True)
+    (second,) = set(folder.glob("events.out.tfevents.*")) - {first}
+    garbage = b"garbage!"
+    second.write_bytes(second.read_bytes() + len(garbage).to_bytes(8, "little") + bytes(4) + garbage + bytes(4))
     log_part(
         folder,
         [("episodic_return", step, -step, 300 + step) for step in (50, 60, 70)],
